@@ -1,0 +1,58 @@
+"""The `hindsight` command.
+
+Each sub-command lives in its own module under `hindsight.cli` and exposes
+`register(subparsers)`; modules are imported only to build the parser, and heavy
+libraries (torch, transformers) are imported only inside the command that runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from hindsight import __version__
+
+COMMAND_MODULES = ("envs", "eval", "diagnose", "report", "sweep")
+
+#: Exit code for user mistakes (unknown env, unknown model, bad arguments).
+USAGE_ERROR = 2
+
+
+class CLIError(Exception):
+    """A user mistake: printed as one line, exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hindsight", description="Train and diagnose multi-turn LLM agents.")
+    parser.add_argument("--version", action="version", version=f"hindsight {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"hindsight.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"hindsight.cli.{name}":
+                continue  # command not built yet
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return USAGE_ERROR
+    try:
+        return int(args.run(args) or 0)
+    except CLIError as exc:
+        print(f"hindsight: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        print("hindsight: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Streaming readers for run directories and trajectory files.
+
+Readers never load a whole file: they yield one record at a time. Lines that cannot be
+parsed are reported through `on_issue` (file and line number) and skipped, so one
+truncated line never hides the rest of a log.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Callable, Iterator
+
+from hindsight.logs.schema import FORMAT, SchemaError, trajectory_from_record
+from hindsight.types import Trajectory
+
+
+@dataclass(frozen=True)
+class LogIssue:
+    """A line of a log file that was skipped, and why."""
+
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+IssueHandler = Callable[[LogIssue], None]
+
+
+def _ignore(issue: LogIssue) -> None:
+    pass
+
+
+def open_text(path: str | os.PathLike[str]) -> IO[str]:
+    """Open a plain or gzip-compressed text file."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    return path.open("r", encoding="utf-8", errors="replace")
+
+
+def trajectory_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The trajectory files of a run directory, or `[path]` for a single file."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    if not path.exists():
+        raise FileNotFoundError(f"no such file or directory: {path}")
+    folder = path / "trajectories" if (path / "trajectories").is_dir() else path
+    return sorted(p for p in folder.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz")))
+
+
+def iter_json_lines(path: str | os.PathLike[str], on_issue: IssueHandler = _ignore) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) for every parseable non-blank line of a file."""
+    with open_text(path) as handle:
+        line_number = 0
+        while True:
+            try:
+                line = handle.readline()
+            except (EOFError, OSError) as exc:  # truncated gzip stream
+                on_issue(LogIssue(str(path), line_number + 1, f"unreadable: {exc}"))
+                return
+            if not line:
+                return
+            line_number += 1
+            if not line.strip():
+                continue
+            try:
+                yield line_number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                on_issue(LogIssue(str(path), line_number, f"invalid JSON ({exc.msg})"))
+
+
+def read_trajectories(path: str | os.PathLike[str], on_issue: IssueHandler = _ignore) -> Iterator[Trajectory]:
+    """Stream the trajectories of a run directory or a Hindsight trajectory file."""
+    for file in trajectory_files(path):
+        for line_number, record in iter_json_lines(file, on_issue):
+            if not isinstance(record, dict):
+                on_issue(LogIssue(str(file), line_number, "not a JSON object"))
+                continue
+            if record.get("kind") == "header":
+                if record.get("format") != FORMAT:
+                    on_issue(LogIssue(str(file), line_number, f"unknown log format {record.get('format')!r}"))
+                continue
+            try:
+                yield trajectory_from_record(record)
+            except SchemaError as exc:
+                on_issue(LogIssue(str(file), line_number, str(exc)))

@@ -1,0 +1,124 @@
+"""Trajectory log format, version 1 (documented in docs/log-format.md).
+
+A trajectory file is JSON Lines. Its first line is a header record
+`{"kind": "header", "format": "hindsight.trajectories", "version": 1, ...}`; every
+following line is one trajectory record `{"kind": "trajectory", "version": 1, ...}`.
+Records are plain JSON so other tools can read them without Hindsight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Mapping
+
+from hindsight.types import Step, Trajectory
+
+FORMAT = "hindsight.trajectories"
+VERSION = 1
+
+
+class SchemaError(ValueError):
+    """A record that does not follow the trajectory schema."""
+
+
+def header_record(**fields: Any) -> dict[str, Any]:
+    return {"kind": "header", "format": FORMAT, "version": VERSION, **fields}
+
+
+def step_to_record(step: Step) -> dict[str, Any]:
+    record = asdict(step)
+    for optional in ("parse_error", "token_ids", "logprobs", "admissible_actions"):
+        if record[optional] is None:
+            del record[optional]
+        elif isinstance(record[optional], tuple):
+            record[optional] = list(record[optional])
+    return record
+
+
+def trajectory_to_record(trajectory: Trajectory) -> dict[str, Any]:
+    record: dict[str, Any] = {"kind": "trajectory", "version": VERSION}
+    record.update(
+        id=trajectory.id,
+        env=trajectory.env,
+        env_kwargs=dict(trajectory.env_kwargs),
+        seed=trajectory.seed,
+        split=trajectory.split,
+        model=trajectory.model,
+        memory=trajectory.memory,
+        instruction=trajectory.instruction,
+        success=trajectory.success,
+        score=trajectory.score,
+        num_steps=trajectory.num_steps,
+        terminated=trajectory.terminated,
+        truncated=trajectory.truncated,
+        final_observation=trajectory.final_observation,
+        final_state_key=trajectory.final_state_key,
+        steps=[step_to_record(step) for step in trajectory.steps],
+    )
+    # Method-specific extras (e.g. an `echo` object) sit at the top level of the record.
+    for key, value in trajectory.meta.items():
+        if key in record:
+            raise SchemaError(f"meta key {key!r} would overwrite a schema field")
+        record[key] = value
+    return record
+
+
+_TRAJECTORY_FIELDS = {
+    "id", "env", "env_kwargs", "seed", "split", "model", "memory", "instruction", "success", "score",
+    "num_steps", "terminated", "truncated", "final_observation", "final_state_key", "steps", "kind", "version",
+}
+
+
+def _tuple_or_none(value: Any) -> tuple | None:
+    return None if value is None else tuple(value)
+
+
+def step_from_record(record: Mapping[str, Any]) -> Step:
+    try:
+        return Step(
+            index=int(record["index"]),
+            observation=str(record["observation"]),
+            state_key=str(record["state_key"]),
+            raw=str(record["raw"]),
+            action=record.get("action"),
+            analysis=record.get("analysis"),
+            valid=bool(record["valid"]),
+            reward=float(record["reward"]),
+            score=float(record["score"]),
+            feedback=str(record.get("feedback", "")),
+            parse_error=record.get("parse_error"),
+            token_ids=_tuple_or_none(record.get("token_ids")),
+            logprobs=_tuple_or_none(record.get("logprobs")),
+            admissible_actions=_tuple_or_none(record.get("admissible_actions")),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SchemaError(f"bad step record: {exc!r}") from exc
+
+
+def trajectory_from_record(record: Mapping[str, Any]) -> Trajectory:
+    if record.get("kind") != "trajectory":
+        raise SchemaError(f"not a trajectory record (kind={record.get('kind')!r})")
+    version = record.get("version")
+    if version != VERSION:
+        raise SchemaError(f"unsupported trajectory record version {version!r} (this reader knows {VERSION})")
+    try:
+        return Trajectory(
+            id=str(record.get("id", "")),
+            env=str(record["env"]),
+            env_kwargs=dict(record.get("env_kwargs") or {}),
+            seed=int(record["seed"]),
+            split=str(record.get("split", "test")),
+            model=str(record.get("model", "")),
+            memory=str(record.get("memory", "full")),
+            instruction=str(record.get("instruction", "")),
+            steps=tuple(step_from_record(step) for step in record["steps"]),
+            final_observation=str(record.get("final_observation", "")),
+            final_state_key=str(record.get("final_state_key", "")),
+            success=bool(record["success"]),
+            score=float(record["score"]),
+            terminated=bool(record.get("terminated", False)),
+            truncated=bool(record.get("truncated", False)),
+            meta={key: value for key, value in record.items() if key not in _TRAJECTORY_FIELDS},
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SchemaError(f"bad trajectory record: {exc!r}") from exc

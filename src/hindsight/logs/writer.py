@@ -1,0 +1,116 @@
+"""Writing a run directory.
+
+    run/
+      config.yaml          resolved configuration of the run
+      trajectories/*.jsonl one header line, then one trajectory per line
+      metrics.jsonl        one row per update (training runs)
+      summary.json         closing numbers of the run
+      checkpoints/         training state (training runs)
+      report/              HTML report (written by `hindsight report`)
+
+Every record is flushed as soon as it is written, so a crash loses at most the
+trajectory in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from hindsight.logs.schema import header_record, trajectory_to_record
+from hindsight.types import Trajectory
+
+
+def _jsonable(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return _jsonable(asdict(value))
+    if isinstance(value, Mapping):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+class JsonlAppender:
+    """Append-only JSON Lines file, flushed after every record."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+
+    @property
+    def is_empty(self) -> bool:
+        return self._file.tell() == 0
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        self._file.write(json.dumps(_jsonable(record), ensure_ascii=False, allow_nan=False) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> JsonlAppender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class TrajectoryWriter(JsonlAppender):
+    """A trajectory file: a header line, then one record per finished trajectory."""
+
+    def __init__(self, path: str | os.PathLike[str], **header: Any):
+        super().__init__(path)
+        if self.is_empty:
+            self.write(header_record(**header))
+
+    def write_trajectory(self, trajectory: Trajectory) -> None:
+        self.write(trajectory_to_record(trajectory))
+
+
+class RunDir:
+    """A run directory on disk."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def trajectories_dir(self) -> Path:
+        return self.path / "trajectories"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.path / "checkpoints"
+
+    def write_config(self, config: Any) -> Path:
+        import yaml
+
+        target = self.path / "config.yaml"
+        target.write_text(yaml.safe_dump(_jsonable(config), sort_keys=False), encoding="utf-8")
+        return target
+
+    def read_config(self) -> dict[str, Any]:
+        import yaml
+
+        target = self.path / "config.yaml"
+        return yaml.safe_load(target.read_text(encoding="utf-8")) if target.exists() else {}
+
+    def trajectory_writer(self, name: str, **header: Any) -> TrajectoryWriter:
+        return TrajectoryWriter(self.trajectories_dir / f"{name}.jsonl", **header)
+
+    def metrics_writer(self) -> JsonlAppender:
+        return JsonlAppender(self.path / "metrics.jsonl")
+
+    def write_summary(self, summary: Mapping[str, Any]) -> Path:
+        target = self.path / "summary.json"
+        tmp = target.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(_jsonable(summary), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        os.replace(tmp, target)
+        return target
