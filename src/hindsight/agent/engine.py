@@ -1,0 +1,272 @@
+"""The pooled rollout engine.
+
+All active episodes of a run share one pool. Each turn, the engine builds the prompt of
+every episode that is waiting for an action and sends them to the backend in a single
+`generate` call; finished episodes leave the pool and queued tasks take their slots.
+There is no per-episode generate loop, so a batched backend stays busy.
+
+A task may carry a *prefix* of recorded turns that are replayed into the environment
+before the policy takes over. That is how a trajectory is branched: replay its first t
+turns, substitute an alternative action at turn t, then let any policy continue
+(`branch_task`). Replays are checked against the recorded state keys, so a
+nondeterministic environment is caught instead of silently producing wrong branches.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+
+from hindsight.agent.parser import parse_response
+from hindsight.agent.prompts import INVALID_FEEDBACK, Memory, PromptBuilder
+from hindsight.llm.base import ModelBackend
+from hindsight.types import Completion, GenerationRequest, SamplingParams, Step, Trajectory
+
+
+class RolloutEnv(Protocol):
+    """The part of the environment contract the engine relies on."""
+
+    id: str
+    max_steps: int
+    kwargs: Mapping[str, Any]
+
+    @property
+    def instruction(self) -> str: ...
+
+    def reset(self, seed: int) -> tuple[str, dict[str, Any]]: ...
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]: ...
+
+    def oracle_action(self) -> str: ...
+
+    def admissible_actions(self) -> Sequence[str]: ...
+
+
+class ReplayDivergence(RuntimeError):
+    """Replaying a recorded prefix reached a different state than was recorded."""
+
+
+@dataclass(frozen=True)
+class ReplayTurn:
+    """A recorded turn to replay: the raw response and what the policy said.
+
+    `expected_state_key` is the state before this turn as recorded; when set, the
+    replay checks that the environment reproduces it.
+    """
+
+    raw: str
+    expected_state_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Task:
+    """One episode to run: a task instance (seed), an optional replayed prefix."""
+
+    seed: int
+    sample: int = 0
+    prefix: tuple[ReplayTurn, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """How episodes are run.
+
+    `concurrency` bounds the pool (and so the batch size sent to the backend).
+    `stop_action` lets the policy end an episode early (None disables it). `seed`
+    makes backend sampling reproducible: turn n of the run uses seed + n.
+    """
+
+    memory: Memory = Memory(None)
+    sampling: SamplingParams = SamplingParams(temperature=1.0, max_new_tokens=96)
+    concurrency: int = 32
+    stop_action: str | None = "stop"
+    seed: int | None = 0
+    model_name: str = ""
+    split: str = "test"
+
+
+@dataclass
+class _Episode:
+    task: Task
+    env: RolloutEnv
+    observation: str
+    info: dict[str, Any]
+    steps: list[Step] = field(default_factory=list)
+    terminated: bool = False
+    truncated: bool = False
+    stopped_by_agent: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated or self.stopped_by_agent
+
+
+def apply_response(episode: _Episode, completion: Completion, stop_action: str | None) -> None:
+    """Parse a response, act on the environment and record the step."""
+    raw = completion.text
+    if completion.error is not None:
+        parsed_action, analysis, parse_error = None, None, f"backend error: {completion.error}"
+    else:
+        parsed = parse_response(raw)
+        parsed_action, analysis, parse_error = parsed.action, parsed.analysis, parsed.error
+    if parsed_action is not None and stop_action is not None and parsed_action.lower() == stop_action.lower():
+        episode.stopped_by_agent = True
+        return
+    before_observation, before_info = episode.observation, episode.info
+    # An unparseable answer is still a turn: the environment sees an empty action, reports
+    # it as invalid and counts it against the step budget.
+    observation, reward, terminated, truncated, info = episode.env.step(parsed_action or "")
+    if parse_error is not None:
+        observation = INVALID_FEEDBACK.format(reason=parse_error) + "\n" + observation
+    admissible = before_info.get("admissible_actions")
+    episode.steps.append(
+        Step(
+            index=len(episode.steps),
+            observation=before_observation,
+            state_key=str(before_info["state_key"]),
+            raw=raw,
+            action=parsed_action,
+            analysis=analysis,
+            valid=bool(info["valid"]) and parse_error is None,
+            reward=float(reward),
+            score=float(info["score"]),
+            feedback=observation,
+            parse_error=parse_error,
+            token_ids=completion.token_ids,
+            logprobs=completion.logprobs,
+            admissible_actions=tuple(admissible) if admissible else None,
+        )
+    )
+    episode.observation, episode.info = observation, info
+    episode.terminated, episode.truncated = bool(terminated), bool(truncated)
+
+
+def _start(env: RolloutEnv, task: Task, stop_action: str | None) -> _Episode:
+    observation, info = env.reset(task.seed)
+    episode = _Episode(task=task, env=env, observation=observation, info=info)
+    for turn, replay in enumerate(task.prefix):
+        if episode.done:
+            raise ReplayDivergence(f"seed {task.seed}: episode ended before replay turn {turn}")
+        if replay.expected_state_key is not None and replay.expected_state_key != episode.info["state_key"]:
+            raise ReplayDivergence(
+                f"seed {task.seed}, turn {turn}: expected state {replay.expected_state_key!r}, "
+                f"got {episode.info['state_key']!r}"
+            )
+        apply_response(episode, Completion(text=replay.raw), stop_action)
+    return episode
+
+
+def _finish(episode: _Episode, config: RolloutConfig) -> Trajectory:
+    env, task = episode.env, episode.task
+    meta: dict[str, Any] = dict(task.meta)
+    if episode.stopped_by_agent:
+        meta["stopped_by_agent"] = True
+    if task.prefix:
+        meta["replayed_turns"] = len(task.prefix)
+    return Trajectory(
+        id=f"{env.id}:{task.seed}:{task.sample}",
+        env=env.id,
+        env_kwargs=dict(env.kwargs),
+        seed=task.seed,
+        split=config.split,
+        model=config.model_name,
+        memory=str(config.memory),
+        instruction=env.instruction,
+        steps=tuple(episode.steps),
+        final_observation=episode.observation,
+        final_state_key=str(episode.info["state_key"]),
+        success=bool(episode.info["success"]),
+        score=float(episode.info["score"]),
+        terminated=episode.terminated,
+        truncated=episode.truncated,
+        meta=meta,
+    )
+
+
+class RolloutEngine:
+    """Runs many episodes against one policy with a single shared pool."""
+
+    def __init__(self, make_env: Callable[[], RolloutEnv], policy: ModelBackend, config: RolloutConfig = RolloutConfig()):
+        if config.concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.make_env = make_env
+        self.policy = policy
+        self.config = config
+        self.prompts = PromptBuilder(memory=config.memory)
+        self._generate_calls = 0
+
+    def _sampling(self) -> SamplingParams:
+        params = self.config.sampling
+        if self.config.seed is not None:
+            params = SamplingParams(
+                temperature=params.temperature,
+                top_p=params.top_p,
+                max_new_tokens=params.max_new_tokens,
+                seed=self.config.seed + self._generate_calls,
+                stop=params.stop,
+            )
+        self._generate_calls += 1
+        return params
+
+    def request(self, episode: _Episode) -> GenerationRequest:
+        messages = self.prompts.build(episode.env.instruction, episode.steps, episode.observation)
+        return GenerationRequest(messages=messages, env=episode.env)
+
+    def iter_run(self, tasks: Iterable[Task]) -> Iterator[Trajectory]:
+        """Yield trajectories as they finish (not in task order)."""
+        queue = deque(tasks)
+        pool: list[_Episode] = []
+        while queue or pool:
+            while queue and len(pool) < self.config.concurrency:
+                episode = _start(self.make_env(), queue.popleft(), self.config.stop_action)
+                if episode.done:
+                    yield _finish(episode, self.config)
+                else:
+                    pool.append(episode)
+            if not pool:
+                continue
+            completions = self.policy.generate([self.request(episode) for episode in pool], self._sampling())
+            if len(completions) != len(pool):
+                raise RuntimeError(
+                    f"backend {self.policy.spec!r} returned {len(completions)} completions for {len(pool)} prompts"
+                )
+            still_running = []
+            for episode, completion in zip(pool, completions):
+                apply_response(episode, completion, self.config.stop_action)
+                if episode.done:
+                    yield _finish(episode, self.config)
+                else:
+                    still_running.append(episode)
+            pool = still_running
+
+    def run(self, tasks: Iterable[Task]) -> list[Trajectory]:
+        return list(self.iter_run(tasks))
+
+
+def replay_prefix(trajectory: Trajectory, turns: int) -> tuple[ReplayTurn, ...]:
+    """The first `turns` turns of a trajectory as a replayable prefix."""
+    if not 0 <= turns <= trajectory.num_steps:
+        raise ValueError(f"cannot replay {turns} turns of a {trajectory.num_steps}-step trajectory")
+    return tuple(ReplayTurn(raw=step.raw, expected_state_key=step.state_key) for step in trajectory.steps[:turns])
+
+
+def branch_task(trajectory: Trajectory, at: int, action: str, *, sample: int = 0, analysis: str = "") -> Task:
+    """A task that replays turns [0, at), takes `action` at turn `at`, then continues.
+
+    The substituted turn is written as a well-formed response so the continuing policy
+    sees it in its history like any other turn.
+    """
+    if not 0 <= at < trajectory.num_steps + 1:
+        raise ValueError(f"branch point {at} is outside the trajectory (0..{trajectory.num_steps})")
+    expected = trajectory.steps[at].state_key if at < trajectory.num_steps else trajectory.final_state_key
+    substitute = ReplayTurn(
+        raw=f"<analysis>{analysis}</analysis><action>{action}</action>", expected_state_key=expected
+    )
+    return Task(
+        seed=trajectory.seed,
+        sample=sample,
+        prefix=replay_prefix(trajectory, at) + (substitute,),
+        meta={"branch_of": trajectory.id, "branch_at": at, "branch_action": action},
+    )

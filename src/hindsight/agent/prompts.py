@@ -1,0 +1,90 @@
+"""Building the chat prompt the policy sees at each turn.
+
+Prompt = system message (the environment's rules and the answer format) + the
+history of earlier turns as user/assistant pairs + the current observation. The
+history mode decides how many earlier turns are shown:
+
+- `full`: every earlier turn;
+- `none`: only the current observation (TIDE's Memory Index needs this);
+- an integer k: the last k turns.
+
+Prompts are rebuilt from a trajectory's steps, never stored per step, so logs stay
+linear in the episode length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from hindsight.types import ChatMessage, Conversation, Step
+
+DEFAULT_SYSTEM_TEMPLATE = (
+    "You are an agent solving a task step by step in a text environment.\n"
+    "{instruction}\n\n"
+    "Answer every turn with a short reasoning inside <analysis></analysis> followed by exactly one "
+    "action inside <action></action>, for example:\n"
+    "<analysis>The goal is to my right.</analysis><action>{example_action}</action>"
+)
+
+INVALID_FEEDBACK = (
+    "Your previous answer had no valid <action>…</action> block ({reason}). "
+    "Answer with <analysis>…</analysis><action>…</action>."
+)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """History mode: `full`, `none`, or the last `window` turns."""
+
+    window: int | None
+
+    @classmethod
+    def parse(cls, text: str | int | None) -> Memory:
+        """Read `full`, `none` or a non-negative integer window."""
+        if text is None or (isinstance(text, str) and text.strip().lower() == "full"):
+            return cls(None)
+        if isinstance(text, str) and text.strip().lower() == "none":
+            return cls(0)
+        try:
+            window = int(text)
+        except (TypeError, ValueError):
+            raise ValueError(f"memory must be 'full', 'none' or a number of turns, not {text!r}") from None
+        if window < 0:
+            raise ValueError("memory window must be >= 0")
+        return cls(window)
+
+    def __str__(self) -> str:
+        if self.window is None:
+            return "full"
+        return "none" if self.window == 0 else str(self.window)
+
+    def visible(self, history: Sequence[Step]) -> Sequence[Step]:
+        if self.window is None:
+            return history
+        return history[len(history) - self.window :] if self.window else ()
+
+
+@dataclass(frozen=True)
+class PromptBuilder:
+    """Formats system prompt, history and observation into a conversation."""
+
+    memory: Memory = Memory(None)
+    system_template: str = DEFAULT_SYSTEM_TEMPLATE
+    example_action: str = "right"
+
+    def system(self, instruction: str) -> str:
+        return self.system_template.format(instruction=instruction.strip(), example_action=self.example_action)
+
+    def build(self, instruction: str, history: Sequence[Step], observation: str) -> Conversation:
+        shown = self.memory.visible(history)
+        messages = [ChatMessage("system", self.system(instruction))]
+        omitted = len(history) - len(shown)
+        for position, step in enumerate(shown):
+            prefix = f"(The first {omitted} turns are not shown.)\n" if position == 0 and omitted else ""
+            messages.append(ChatMessage("user", prefix + step.observation))
+            messages.append(ChatMessage("assistant", step.raw))
+        if omitted and not shown:
+            observation = f"(Turn {len(history) + 1}; earlier turns are not shown.)\n{observation}"
+        messages.append(ChatMessage("user", observation))
+        return tuple(messages)

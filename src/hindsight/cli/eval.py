@@ -1,0 +1,123 @@
+"""`hindsight eval`: run a model on an environment and write a run directory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def parse_assignments(pairs: list[str] | None) -> dict[str, Any]:
+    """`key=value` pairs with YAML-typed values (`size=6` is an int, `holes=fatal` a str)."""
+    import yaml
+
+    from hindsight.cli.main import CLIError
+
+    result: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise CLIError(f"expected KEY=VALUE, got {pair!r}")
+        try:
+            result[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            result[key.strip()] = value
+    return result
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("eval", help="evaluate a model on an environment", description=__doc__)
+    parser.add_argument("--env", required=True, help="environment id (see `hindsight envs list`)")
+    parser.add_argument("--model", required=True, help="model spec: smollm2, hf:PATH, openai:NAME, oracle, random, scripted:FILE")
+    parser.add_argument("--episodes", type=int, default=10, help="number of task instances (default 10)")
+    parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
+    parser.add_argument("--memory", default="full", help="history shown to the model: full, none, or a number of turns")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed")
+    parser.add_argument("--out", help="run directory (default runs/eval-ENV-MODEL-TIME)")
+    parser.add_argument("--set", dest="env_kwargs", action="append", metavar="KEY=VALUE", help="environment option, repeatable")
+    parser.add_argument("--max-steps", type=int, help="override the environment's step budget")
+    parser.add_argument("--concurrency", type=int, default=32, help="episodes run at once (batch size)")
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from hindsight.agent.evaluate import EvalConfig, run_eval
+    from hindsight.cli.main import CLIError
+    from hindsight.envs import EnvError
+    from hindsight.llm.base import ModelError
+
+    try:
+        config = EvalConfig(
+            env=args.env,
+            model=args.model,
+            episodes=args.episodes,
+            env_kwargs=parse_assignments(args.env_kwargs),
+            split=args.split,
+            memory=args.memory,
+            seed=args.seed,
+            out=args.out,
+            concurrency=args.concurrency,
+            temperature=args.temperature,
+            max_new_tokens=args.max_new_tokens,
+            max_steps=args.max_steps,
+        )
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+
+    console = Console(stderr=True)
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("success {task.fields[successes]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+    with progress:
+        bar = progress.add_task(f"eval {args.env} · {args.model}", total=config.episodes, successes=0)
+        successes = 0
+
+        def advance(trajectory: Any) -> None:
+            nonlocal successes
+            successes += bool(trajectory.success)
+            progress.update(bar, advance=1, successes=successes)
+
+        try:
+            run_dir = run_eval(config, on_trajectory=advance)
+        except (EnvError, ModelError, ValueError) as exc:
+            raise CLIError(str(exc)) from None
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print_summary(summary, run_dir)
+    return 0
+
+
+def print_summary(summary: dict[str, Any], run_dir: Any) -> None:
+    """The closing table, on stdout (progress goes to stderr)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{summary['env']} · {summary['model']}")
+    for column in ("episodes", "success rate", "mean score", "mean steps", "invalid actions", "wall time"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        str(summary["episodes"]),
+        f"{summary['success_rate']:.1%}",
+        f"{summary['mean_score']:.3f}",
+        f"{summary['mean_steps']:.1f}",
+        f"{summary['invalid_rate']:.1%}",
+        f"{summary['wall_s']:.1f} s",
+    )
+    out = Console()
+    out.print(table)
+    out.print(f"trajectories: {run_dir}/trajectories/eval.jsonl")

@@ -1,0 +1,123 @@
+import pytest
+
+from hindsight.agent.engine import (
+    ReplayDivergence, RolloutConfig, RolloutEngine, Task, branch_task, replay_prefix,
+)
+from hindsight.agent.prompts import Memory
+from hindsight.types import Completion
+
+from .fakes import LineEnv, RecordingBackend
+
+RIGHT = "<analysis>go on</analysis><action>right</action>"
+
+
+def engine(respond, concurrency=32, **kw):
+    backend = RecordingBackend(respond)
+    return RolloutEngine(lambda: LineEnv(**kw), backend, RolloutConfig(concurrency=concurrency)), backend
+
+
+def test_one_batched_call_per_turn_for_all_active_episodes():
+    eng, backend = engine(lambda r: RIGHT)
+    trajectories = eng.run([Task(seed=s) for s in range(6)])
+    # Even seeds need 3 moves, odd seeds 2: three turns, the last with only the 3 even seeds.
+    assert backend.batch_sizes == [6, 6, 3]
+    assert sorted(t.seed for t in trajectories) == list(range(6))
+    assert all(t.success and t.terminated and not t.truncated for t in trajectories)
+    assert {t.num_steps for t in trajectories if t.seed % 2} == {2}
+
+
+def test_finished_slots_are_refilled_from_the_queue():
+    eng, backend = engine(lambda r: RIGHT, concurrency=2)
+    trajectories = eng.run([Task(seed=s) for s in (1, 0, 1, 0)])
+    assert len(trajectories) == 4
+    assert max(backend.batch_sizes) == 2
+    # seed 1 finishes after two turns, and a queued task joins the third turn.
+    assert backend.batch_sizes[:3] == [2, 2, 2]
+    assert sum(backend.batch_sizes) == 2 + 3 + 2 + 3
+
+
+def test_steps_record_state_before_action_and_feedback_after():
+    eng, _ = engine(lambda r: RIGHT)
+    (trajectory,) = eng.run([Task(seed=0)])
+    keys = [s.state_key for s in trajectory.steps]
+    assert keys == ["pos=0", "pos=1", "pos=2"]
+    assert trajectory.final_state_key == "pos=3"
+    assert trajectory.steps[0].feedback == trajectory.steps[1].observation
+    assert [s.reward for s in trajectory.steps] == [0.0, 0.0, 1.0]
+    assert trajectory.score == 1.0 and trajectory.success_turn == 3
+
+
+def test_unparseable_and_failed_responses_are_invalid_steps():
+    answers = iter(["I think right", Completion(text="", error="timeout"), RIGHT, RIGHT, RIGHT])
+    eng, _ = engine(lambda r: next(answers))
+    (trajectory,) = eng.run([Task(seed=0)])
+    first, second = trajectory.steps[:2]
+    assert first.action is None and not first.valid and "no <action>" in first.parse_error
+    assert first.raw == "I think right"
+    assert second.parse_error == "backend error: timeout"
+    assert "no valid <action>" in second.observation  # the model is told what went wrong
+    assert trajectory.success and trajectory.num_steps == 5
+
+
+def test_invalid_action_counts_against_the_budget():
+    eng, _ = engine(lambda r: "<action>jump</action>", max_steps=4)
+    (trajectory,) = eng.run([Task(seed=0)])
+    assert trajectory.num_steps == 4 and trajectory.truncated and not trajectory.terminated
+    assert all(s.action == "jump" and not s.valid and s.parse_error is None for s in trajectory.steps)
+
+
+def test_stop_action_ends_the_episode():
+    answers = iter([RIGHT, "<action>STOP</action>"])
+    eng, _ = engine(lambda r: next(answers))
+    (trajectory,) = eng.run([Task(seed=0)])
+    assert trajectory.num_steps == 1 and not trajectory.success
+    assert trajectory.meta["stopped_by_agent"] is True
+
+
+def test_prompts_follow_the_memory_mode():
+    seen = []
+    backend = RecordingBackend(lambda r: seen.append(r.messages) or RIGHT)
+    RolloutEngine(lambda: LineEnv(), backend, RolloutConfig(memory=Memory.parse("none"))).run([Task(seed=0)])
+    assert [len(m) for m in seen] == [2, 2, 2]
+    seen.clear()
+    RolloutEngine(lambda: LineEnv(), backend, RolloutConfig(memory=Memory.parse("full"))).run([Task(seed=0)])
+    assert [len(m) for m in seen] == [2, 4, 6]
+
+
+def test_sampling_seed_advances_per_call():
+    eng, backend = engine(lambda r: RIGHT)
+    eng.run([Task(seed=0)])
+    assert [p.seed for p in backend.params] == [0, 1, 2]
+
+
+def test_branch_replays_prefix_substitutes_and_continues():
+    answers = iter(["<action>left</action>", RIGHT, "<action>left</action>", RIGHT, RIGHT, RIGHT])
+    eng, _ = engine(lambda r: next(answers))
+    (original,) = eng.run([Task(seed=0)])
+    assert original.num_steps == 6
+
+    continuation, backend = engine(lambda r: RIGHT)
+    (branched,) = continuation.run([branch_task(original, at=2, action="right")])
+    assert [s.raw for s in branched.steps[:2]] == [s.raw for s in original.steps[:2]]
+    assert branched.steps[2].action == "right"
+    assert branched.success and branched.num_steps == 4
+    assert branched.meta["branch_of"] == original.id and branched.meta["branch_at"] == 2
+    assert backend.batch_sizes == [1]  # only the turn after the substitution asks the policy
+
+
+def test_replay_detects_a_diverging_environment():
+    eng, _ = engine(lambda r: RIGHT)
+    (original,) = eng.run([Task(seed=0)])
+    prefix = replay_prefix(original, 2)
+    # Odd seeds start elsewhere, so replaying seed 0's prefix on seed 1 must be refused.
+    with pytest.raises(ReplayDivergence):
+        engine(lambda r: RIGHT)[0].run([Task(seed=1, prefix=prefix)])
+
+
+def test_backend_returning_wrong_count_is_an_error():
+    class Short(RecordingBackend):
+        def generate(self, requests, params):
+            return super().generate(requests, params)[:-1]
+
+    with pytest.raises(RuntimeError, match="returned"):
+        RolloutEngine(lambda: LineEnv(), Short(lambda r: RIGHT), RolloutConfig()).run([Task(seed=0), Task(seed=1)])

@@ -1,0 +1,81 @@
+import gzip
+import json
+
+import pytest
+
+from hindsight.logs import RunDir, SchemaError, read_trajectories, trajectory_from_record, trajectory_to_record
+from hindsight.types import Step, Trajectory
+
+
+def make_trajectory(seed: int, **meta) -> Trajectory:
+    steps = tuple(
+        Step(index=i, observation=f"o{i}", state_key=f"s{i}", raw=f"<action>a{i}</action>", action=f"a{i}",
+             analysis="why", valid=i != 1, reward=0.5 * i, score=0.25 * i, feedback=f"o{i + 1}",
+             parse_error=None if i != 1 else "bad", token_ids=(1, 2), logprobs=(-0.5, -0.1))
+        for i in range(3)
+    )
+    return Trajectory(env="frozenlake", seed=seed, instruction="do it", steps=steps, final_observation="o3",
+                      final_state_key="s3", success=seed % 2 == 0, score=1.0, terminated=True, truncated=False,
+                      model="oracle", id=f"frozenlake:{seed}:0", env_kwargs={"size": 4}, meta=meta)
+
+
+def test_round_trip_through_a_run_directory(tmp_path):
+    run = RunDir(tmp_path / "run")
+    written = [make_trajectory(s) for s in range(3)] + [make_trajectory(9, echo={"s_o": 0.2})]
+    with run.trajectory_writer("eval", env="frozenlake") as writer:
+        for trajectory in written:
+            writer.write_trajectory(trajectory)
+    assert list(read_trajectories(run.path)) == written
+    lines = (run.trajectories_dir / "eval.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["kind"] == "header" and json.loads(lines[0])["version"] == 1
+    assert json.loads(lines[-1])["echo"] == {"s_o": 0.2}
+
+
+def test_records_are_flushed_as_written(tmp_path):
+    run = RunDir(tmp_path)
+    writer = run.trajectory_writer("eval")
+    writer.write_trajectory(make_trajectory(0))
+    # Read while the writer is still open: a crash now must not lose the trajectory.
+    assert [t.seed for t in read_trajectories(tmp_path)] == [0]
+    writer.close()
+
+
+def test_corrupt_lines_are_reported_and_skipped(tmp_path):
+    run = RunDir(tmp_path)
+    with run.trajectory_writer("eval") as writer:
+        writer.write_trajectory(make_trajectory(0))
+        writer.write({"kind": "trajectory", "version": 1, "env": "x"})  # missing fields
+        writer._file.write('{"kind": "trajectory", "vers\n')  # truncated line
+        writer.write_trajectory(make_trajectory(2))
+    issues = []
+    seeds = [t.seed for t in read_trajectories(tmp_path, on_issue=issues.append)]
+    assert seeds == [0, 2]
+    assert [issue.line for issue in issues] == [3, 4]
+    assert "eval.jsonl:4: invalid JSON" in str(issues[1])
+
+
+def test_gzip_and_single_file(tmp_path):
+    path = tmp_path / "t.jsonl.gz"
+    with gzip.open(path, "wt") as handle:
+        handle.write(json.dumps(trajectory_to_record(make_trajectory(4))) + "\n")
+    assert [t.seed for t in read_trajectories(path)] == [4]
+
+
+def test_unknown_version_is_a_schema_error():
+    record = trajectory_to_record(make_trajectory(0))
+    record["version"] = 99
+    with pytest.raises(SchemaError, match="version"):
+        trajectory_from_record(record)
+
+
+def test_meta_cannot_shadow_schema_fields():
+    with pytest.raises(SchemaError):
+        trajectory_to_record(make_trajectory(0).with_meta(score=5))
+
+
+def test_config_and_summary(tmp_path):
+    run = RunDir(tmp_path)
+    run.write_config({"env": "sudoku", "env_kwargs": {"size": 4}})
+    run.write_summary({"success_rate": 0.5})
+    assert run.read_config()["env_kwargs"] == {"size": 4}
+    assert json.loads((tmp_path / "summary.json").read_text()) == {"success_rate": 0.5}
