@@ -98,6 +98,8 @@ class Step:
     `observation` and `state_key` describe the state *before* the action. `reward` and
     `score` are what the environment returned for this action; `feedback` is the
     observation the action produced (the next step's `observation`, or the final one).
+    `finish_reason` is the backend's ("stop" or "length"); training uses it to decide
+    whether the response ended with an end-of-turn token.
     """
 
     index: int
@@ -111,6 +113,7 @@ class Step:
     score: float
     feedback: str
     parse_error: str | None = None
+    finish_reason: str | None = None
     token_ids: tuple[int, ...] | None = None
     logprobs: tuple[float, ...] | None = None
     admissible_actions: tuple[str, ...] | None = None

@@ -134,6 +134,7 @@ def apply_response(episode: _Episode, completion: Completion, stop_action: str |
             score=float(info["score"]),
             feedback=observation,
             parse_error=parse_error,
+            finish_reason=completion.finish_reason if completion.error is None else None,
             token_ids=completion.token_ids,
             logprobs=completion.logprobs,
             admissible_actions=tuple(admissible) if admissible else None,

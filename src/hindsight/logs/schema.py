@@ -27,7 +27,7 @@ def header_record(**fields: Any) -> dict[str, Any]:
 
 def step_to_record(step: Step) -> dict[str, Any]:
     record = asdict(step)
-    for optional in ("parse_error", "token_ids", "logprobs", "admissible_actions"):
+    for optional in ("parse_error", "finish_reason", "token_ids", "logprobs", "admissible_actions"):
         if record[optional] is None:
             del record[optional]
         elif isinstance(record[optional], tuple):
@@ -87,6 +87,7 @@ def step_from_record(record: Mapping[str, Any]) -> Step:
             score=float(record["score"]),
             feedback=str(record.get("feedback", "")),
             parse_error=record.get("parse_error"),
+            finish_reason=record.get("finish_reason"),
             token_ids=_tuple_or_none(record.get("token_ids")),
             logprobs=_tuple_or_none(record.get("logprobs")),
             admissible_actions=_tuple_or_none(record.get("admissible_actions")),
