@@ -1,6 +1,58 @@
 import os
+from pathlib import Path
+
+import pytest
 
 # Nothing in the test suite may reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def model_cache(tmp_path_factory) -> Path:
+    """One converted copy of the bundled model per test session, never in the user's cache.
+
+    Set HINDSIGHT_CACHE yourself to reuse a conversion across sessions.
+    """
+    if not os.environ.get("HINDSIGHT_CACHE"):
+        os.environ["HINDSIGHT_CACHE"] = str(tmp_path_factory.mktemp("hindsight-cache"))
+    return Path(os.environ["HINDSIGHT_CACHE"])
+
+
+@pytest.fixture(scope="session")
+def bundled_tokenizer(model_cache):
+    """The bundled SmolLM2 tokenizer (from the converted cache)."""
+    pytest.importorskip("transformers")
+    from transformers import AutoTokenizer
+
+    from hindsight.llm.base import ModelError
+    from hindsight.llm.hf import bundled_gguf_path, convert_gguf
+
+    try:
+        folder = convert_gguf(bundled_gguf_path())
+    except ModelError as exc:
+        pytest.skip(str(exc))
+    return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, bundled_tokenizer) -> Path:
+    """A randomly initialised 2-layer Llama with the bundled tokenizer: trains in milliseconds.
+
+    Use it as `hf:PATH` wherever a test needs a real trainable model but not a good one.
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(bundled_tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=True,
+        bos_token_id=bundled_tokenizer.bos_token_id, eos_token_id=bundled_tokenizer.eos_token_id,
+        pad_token_id=bundled_tokenizer.pad_token_id,
+    )
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    LlamaForCausalLM(config).save_pretrained(folder)
+    bundled_tokenizer.save_pretrained(folder)
+    return folder

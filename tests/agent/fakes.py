@@ -15,7 +15,7 @@ class LineEnv:
     def __init__(self, goal: int = 3, max_steps: int = 6):
         self.goal = goal
         self.max_steps = max_steps
-        self.kwargs: dict[str, Any] = {"goal": goal}
+        self.config: dict[str, Any] = {"goal": goal, "max_steps": max_steps}
         self.position = 0
         self.steps = 0
         self.resets: list[int] = []

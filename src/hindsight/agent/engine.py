@@ -29,7 +29,10 @@ class RolloutEnv(Protocol):
 
     id: str
     max_steps: int
-    kwargs: Mapping[str, Any]
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        """Every keyword needed to rebuild the environment."""
 
     @property
     def instruction(self) -> str: ...
@@ -169,7 +172,7 @@ def _finish(episode: _Episode, config: RolloutConfig) -> Trajectory:
     return Trajectory(
         id=f"{env.id}:{task.seed}:{task.sample}",
         env=env.id,
-        env_kwargs=dict(env.kwargs),
+        env_kwargs=dict(env.config),
         seed=task.seed,
         split=config.split,
         model=config.model_name,

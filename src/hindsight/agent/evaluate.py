@@ -15,11 +15,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.prompts import Memory
-from hindsight.logs import RunDir
+from hindsight.llm.base import ModelBackend
+from hindsight.logs import RunDir, TrajectoryWriter, read_trajectories
 from hindsight.types import SamplingParams, Trajectory
 
 
@@ -85,27 +86,66 @@ def default_out_dir(config: EvalConfig) -> Path:
     return Path("runs") / f"eval-{config.env}-{model}-{stamp}"
 
 
+def evaluate_policy(
+    policy: ModelBackend,
+    make_env: Callable[[], Any],
+    seeds: Sequence[int],
+    rollout: RolloutConfig,
+    *,
+    writer: TrajectoryWriter | None = None,
+    on_trajectory: Callable[[Trajectory], None] | None = None,
+) -> tuple[list[Trajectory], EvalSummary]:
+    """Run one episode per seed with `policy`, write each trajectory as it finishes."""
+    engine = RolloutEngine(make_env, policy, rollout)
+    finished: list[Trajectory] = []
+    started = time.perf_counter()
+    interrupted = False
+    try:
+        for trajectory in engine.iter_run(Task(seed=seed) for seed in seeds):
+            if writer is not None:
+                writer.write_trajectory(trajectory)
+            finished.append(trajectory)
+            if on_trajectory is not None:
+                on_trajectory(trajectory)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        summary = summarize(finished, time.perf_counter() - started, interrupted)
+    return finished, summary
+
+
 def run_eval(
     config: EvalConfig,
     *,
+    on_start: Callable[[int], None] | None = None,
     on_trajectory: Callable[[Trajectory], None] | None = None,
 ) -> Path:
     """Run the evaluation and return its run directory.
+
+    `on_start(episodes)` is called once the model is loaded and episodes begin;
+    `on_trajectory` after each finished trajectory.
 
     Raises `EnvError` / `ModelError` for an unknown environment or model before any
     work starts.
     """
     from hindsight.envs import make
-    from hindsight.llm import load_model
+    from hindsight.llm import ModelSpec, load_model, parse_spec
 
     env_kwargs = dict(config.env_kwargs)
     if config.max_steps is not None:
         env_kwargs["max_steps"] = config.max_steps
     probe = make(config.env, **env_kwargs)  # validates id and kwargs before the model loads
-    seeds = probe.split_seeds(config.split, config.episodes, start=0)
-    policy = load_model(config.model, **config.model_options)
+    seeds = probe.split_seeds(config.split, config.episodes)
+    target = Path(config.out) if config.out else default_out_dir(config)
+    if (target / "trajectories" / "eval.jsonl").exists():
+        raise ValueError(f"{target} already holds an evaluation; choose another --out or remove it")
+    options = dict(config.model_options)
+    if parse_spec(config.model) == ModelSpec("random"):
+        options.setdefault("seed", config.seed)  # the run's seed decides the random policy too
+    policy = load_model(config.model, **options)
 
-    run = RunDir(config.out or default_out_dir(config))
+    run = RunDir(target)
     run.write_config({"kind": "eval", **asdict(config), "out": str(run.path)})
     rollout = RolloutConfig(
         memory=Memory.parse(config.memory),
@@ -117,21 +157,18 @@ def run_eval(
         model_name=config.model,
         split=config.split,
     )
-    engine = RolloutEngine(lambda: make(config.env, **env_kwargs), policy, rollout)
-    finished: list[Trajectory] = []
-    started = time.perf_counter()
-    interrupted = False
+    if on_start is not None:
+        on_start(len(seeds))
+    # Stays marked interrupted unless the evaluation returns normally.
+    summary = summarize([], 0.0, interrupted=True)
     with run.trajectory_writer("eval", env=config.env, model=config.model, split=config.split) as writer:
         try:
-            for trajectory in engine.iter_run(Task(seed=seed) for seed in seeds):
-                writer.write_trajectory(trajectory)
-                finished.append(trajectory)
-                if on_trajectory is not None:
-                    on_trajectory(trajectory)
-        except KeyboardInterrupt:
-            interrupted = True
-            raise
+            _, summary = evaluate_policy(
+                policy, lambda: make(config.env, **env_kwargs), seeds, rollout,
+                writer=writer, on_trajectory=on_trajectory,
+            )
         finally:
-            summary = summarize(finished, time.perf_counter() - started, interrupted)
+            if summary.interrupted:
+                summary = summarize(read_trajectories(writer.path), summary.wall_s, interrupted=True)
             run.write_summary({"env": config.env, "model": config.model, **asdict(summary)})
     return run.path

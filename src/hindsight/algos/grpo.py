@@ -62,6 +62,16 @@ class Aggregation(Enum):
     def reduce(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return _REDUCERS[self](values, mask)
 
+    def units(self, mask: torch.Tensor) -> float:
+        """How many units a batch's loss is averaged over (sequences with tokens, or tokens).
+
+        Splitting a batch into micro-batches and weighting each micro-batch's reduced
+        loss by units(micro) / units(batch) reproduces the reduction over the whole batch.
+        """
+        if self is Aggregation.SEQUENCE_MEAN:
+            return float((mask.sum(dim=1) > 0).sum())
+        return float(mask.sum())
+
 
 _REDUCERS: dict[Aggregation, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     Aggregation.SEQUENCE_MEAN: _token_mean_per_sequence,

@@ -7,24 +7,6 @@ import json
 from typing import Any
 
 
-def parse_assignments(pairs: list[str] | None) -> dict[str, Any]:
-    """`key=value` pairs with YAML-typed values (`size=6` is an int, `holes=fatal` a str)."""
-    import yaml
-
-    from hindsight.cli.main import CLIError
-
-    result: dict[str, Any] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise CLIError(f"expected KEY=VALUE, got {pair!r}")
-        try:
-            result[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            result[key.strip()] = value
-    return result
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("eval", help="evaluate a model on an environment", description=__doc__)
     parser.add_argument("--env", required=True, help="environment id (see `hindsight envs list`)")
@@ -49,15 +31,16 @@ def run(args: argparse.Namespace) -> int:
 
     from hindsight.agent.evaluate import EvalConfig, run_eval
     from hindsight.cli.main import CLIError
-    from hindsight.envs import EnvError
-    from hindsight.llm.base import ModelError
+    from hindsight.configs import parse_overrides
+    from hindsight.envs import EnvError, make
+    from hindsight.llm import ModelError, parse_spec
 
     try:
         config = EvalConfig(
             env=args.env,
             model=args.model,
             episodes=args.episodes,
-            env_kwargs=parse_assignments(args.env_kwargs),
+            env_kwargs=parse_overrides(args.env_kwargs),
             split=args.split,
             memory=args.memory,
             seed=args.seed,
@@ -67,7 +50,10 @@ def run(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens,
             max_steps=args.max_steps,
         )
-    except ValueError as exc:
+        # Check the env id and options and the model spec before anything slow starts.
+        make(config.env, **config.env_kwargs)
+        parse_spec(config.model)
+    except (EnvError, ModelError, ValueError) as exc:  # ValueError includes ConfigError
         raise CLIError(str(exc)) from None
 
     console = Console(stderr=True)
@@ -81,8 +67,12 @@ def run(args: argparse.Namespace) -> int:
         transient=False,
     )
     with progress:
-        bar = progress.add_task(f"eval {args.env} · {args.model}", total=config.episodes, successes=0)
+        bar = None
         successes = 0
+
+        def start(episodes: int) -> None:
+            nonlocal bar  # the bar appears once the model is loaded, so load errors stay one line
+            bar = progress.add_task(f"eval {args.env} · {args.model}", total=episodes, successes=0)
 
         def advance(trajectory: Any) -> None:
             nonlocal successes
@@ -90,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             progress.update(bar, advance=1, successes=successes)
 
         try:
-            run_dir = run_eval(config, on_trajectory=advance)
+            run_dir = run_eval(config, on_start=start, on_trajectory=advance)
         except (EnvError, ModelError, ValueError) as exc:
             raise CLIError(str(exc)) from None
 
@@ -108,8 +98,8 @@ def print_summary(summary: dict[str, Any], run_dir: Any) -> None:
     from rich.table import Table
 
     table = Table(title=f"{summary['env']} · {summary['model']}")
-    for column in ("episodes", "success rate", "mean score", "mean steps", "invalid actions", "wall time"):
-        table.add_column(column, justify="right")
+    for column in ("episodes", "success", "mean score", "mean steps", "invalid", "wall time"):
+        table.add_column(column, justify="right", no_wrap=True)
     table.add_row(
         str(summary["episodes"]),
         f"{summary['success_rate']:.1%}",
@@ -120,4 +110,4 @@ def print_summary(summary: dict[str, Any], run_dir: Any) -> None:
     )
     out = Console()
     out.print(table)
-    out.print(f"trajectories: {run_dir}/trajectories/eval.jsonl")
+    out.print(f"trajectories: {run_dir}/trajectories/eval.jsonl", soft_wrap=True)

@@ -13,7 +13,7 @@ import sys
 
 from hindsight import __version__
 
-COMMAND_MODULES = ("envs", "eval", "diagnose", "report", "sweep")
+COMMAND_MODULES = ("envs", "eval", "train", "diagnose", "report", "sweep")
 
 #: Exit code for user mistakes (unknown env, unknown model, bad arguments).
 USAGE_ERROR = 2
@@ -55,4 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the imported module so that CLIError raised by sub-commands (which import
+    # hindsight.cli.main) is the same class that main() catches.
+    from hindsight.cli import main as _cli
+
+    sys.exit(_cli.main())

@@ -9,7 +9,8 @@ Backends are addressed by a spec string, `provider:name` (see `hindsight.llm.loa
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 from hindsight.types import Completion, GenerationRequest, SamplingParams
 

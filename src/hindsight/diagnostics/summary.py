@@ -1,0 +1,328 @@
+"""Diagnosing a set of trajectories: per-trajectory results and the run summary.
+
+`RunAccumulator` consumes `TrajectoryView`s one at a time (a log is never held in memory
+whole) and produces a `RunDiagnosis` with every TIDE number of the run:
+
+* SR, the P_t curve and AUV over the horizon t_max (`hindsight.diagnostics.curves`);
+* the Loop Ratio, pooled and per-trajectory mean (`hindsight.diagnostics.loops`);
+* the invalid-action rate = invalid steps / all steps, pooled;
+* mean per-step entropy at loop steps and at the other steps, over the steps that
+  logged one (log-prob surprisal for Hindsight logs, the action-token entropy for TIDE
+  logs);
+* error-taxonomy shares among failed trajectories (`hindsight.diagnostics.taxonomy`);
+* the mean memory recall distance where the environment supports it
+  (`hindsight.diagnostics.recall`).
+
+t_max is chosen, in order: the caller's value, the TIDE default for the environment, the
+run's step budget (``max_steps``), the longest trajectory. The choice is recorded in
+`RunDiagnosis.t_max_source`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from hindsight.diagnostics.curves import auv, success_curve, trajectory_auv
+from hindsight.diagnostics.equality import ExactState, StateEquality
+from hindsight.diagnostics.hooks import EnvHooks, hooks_for
+from hindsight.diagnostics.loops import OFFICIAL, LoopSummary, loop_mask, summarise_loops
+from hindsight.diagnostics.recall import recall_distances
+from hindsight.diagnostics.taxonomy import TaxonomyThresholds, applicable_categories, classify
+from hindsight.logs.importers import TrajectoryView
+
+
+@dataclass(frozen=True)
+class DiagnoseOptions:
+    """How to diagnose: horizon override, loop finder, state equality, taxonomy thresholds."""
+
+    t_max: int | None = None
+    loop_variant: str = OFFICIAL
+    equality: StateEquality = ExactState()
+    thresholds: TaxonomyThresholds = TaxonomyThresholds()
+
+
+@dataclass(frozen=True)
+class TrajectoryDiagnosis:
+    """The per-trajectory results a run summary and a report are built from."""
+
+    id: str
+    source: str
+    length: int
+    success: bool
+    loop_steps: int
+    invalid_steps: int
+    errors: frozenset[str]
+    entropy_loop_sum: float = 0.0
+    entropy_loop_n: int = 0
+    entropy_other_sum: float = 0.0
+    entropy_other_n: int = 0
+    recall: tuple[int, ...] = ()
+
+    @property
+    def success_turn(self) -> int | None:
+        return self.length if self.success else None
+
+    @property
+    def loop_ratio(self) -> float:
+        return self.loop_steps / self.length if self.length else 0.0
+
+
+def diagnose_trajectory(
+    view: TrajectoryView, hooks: EnvHooks, options: DiagnoseOptions = DiagnoseOptions()
+) -> tuple[TrajectoryDiagnosis, list[bool]]:
+    """One trajectory's results, and its loop mask (True at loop steps)."""
+    mask = loop_mask(view, options.loop_variant, options.equality)
+    states = view.states
+    verdict = classify(states, view.actions, view.instruction, hooks, options.thresholds, view.final_state)
+    loop_sum = other_sum = 0.0
+    loop_n = other_n = 0
+    if view.entropies is not None:
+        for is_loop, entropy in zip(mask, view.entropies):
+            if entropy is None or not math.isfinite(entropy):
+                continue
+            if is_loop:
+                loop_sum += entropy
+                loop_n += 1
+            else:
+                other_sum += entropy
+                other_n += 1
+    recall: tuple[int, ...] = ()
+    if not hooks.recall_skip_reason and hooks.visible_objects is not None:
+        recall = tuple(recall_distances(view.observations, view.actions, view.instruction, hooks))
+    diagnosis = TrajectoryDiagnosis(
+        id=view.id,
+        source=view.source,
+        length=view.length,
+        success=view.success,
+        loop_steps=sum(mask),
+        invalid_steps=view.valid.count(False),
+        errors=verdict.errors,
+        entropy_loop_sum=loop_sum,
+        entropy_loop_n=loop_n,
+        entropy_other_sum=other_sum,
+        entropy_other_n=other_n,
+        recall=recall,
+    )
+    return diagnosis, mask
+
+
+@dataclass(frozen=True)
+class CategoryShare:
+    """How many failed trajectories show one error category; share is None when not judged."""
+
+    category: str
+    applicable: bool
+    count: int
+    n_failed: int
+
+    @property
+    def share(self) -> float | None:
+        if not self.applicable or self.n_failed == 0:
+            return None
+        return self.count / self.n_failed
+
+
+@dataclass(frozen=True)
+class RunDiagnosis:
+    """Every TIDE number of one run (one environment of one log source)."""
+
+    label: str
+    path: str
+    env: str
+    model: str
+    memory: str
+    formats: tuple[str, ...]
+    n_trajectories: int
+    n_steps: int
+    success_rate: float
+    t_max: int
+    t_max_source: str
+    p_curve: tuple[float, ...]
+    auv: float
+    loops: LoopSummary
+    invalid_rate: float | None
+    taxonomy: tuple[CategoryShare, ...]
+    entropy_loop: float | None
+    entropy_other: float | None
+    entropy_steps: int
+    recall_distance: float | None
+    recall_pairs: int
+    recall_note: str
+    skipped_lines: int = 0
+    trajectories: tuple[TrajectoryDiagnosis, ...] = field(default=(), repr=False)
+
+    @property
+    def loop_ratio(self) -> float | None:
+        return self.loops.ratio
+
+    @property
+    def n_failed(self) -> int:
+        return sum(1 for t in self.trajectories if not t.success)
+
+    def to_json(self, memory_index: float | None = None) -> dict[str, Any]:
+        """The JSON object `hindsight diagnose --json` prints for this run."""
+        return {
+            "label": self.label,
+            "path": self.path,
+            "env": self.env,
+            "model": self.model,
+            "memory": self.memory,
+            "formats": list(self.formats),
+            "n_trajectories": self.n_trajectories,
+            "n_steps": self.n_steps,
+            "success_rate": self.success_rate,
+            "auv": self.auv,
+            "t_max": self.t_max,
+            "t_max_source": self.t_max_source,
+            "p_t": list(self.p_curve),
+            "loop_ratio": self.loops.ratio,
+            "loop_ratio_per_trajectory": self.loops.per_trajectory_mean,
+            "loop_variant": self.loops.variant,
+            "invalid_rate": self.invalid_rate,
+            "taxonomy": {c.category: c.share for c in self.taxonomy},
+            "n_failed": self.n_failed,
+            "entropy_loop": self.entropy_loop,
+            "entropy_non_loop": self.entropy_other,
+            "recall_distance": self.recall_distance,
+            "recall_pairs": self.recall_pairs,
+            "recall_note": self.recall_note,
+            "memory_index": memory_index,
+            "skipped_lines": self.skipped_lines,
+        }
+
+
+@dataclass(frozen=True)
+class KeptTrajectory:
+    """A trajectory kept whole for the report's viewer."""
+
+    view: TrajectoryView
+    mask: list[bool]
+    diagnosis: TrajectoryDiagnosis
+
+
+class RunAccumulator:
+    """Streams views of one environment into a `RunDiagnosis`.
+
+    With `keep` > 0 it also keeps up to that many whole trajectories for a viewer,
+    preferring failed trajectories with loops, then successes, then other failures.
+    """
+
+    def __init__(self, env: str, options: DiagnoseOptions = DiagnoseOptions(), keep: int = 0):
+        self.env = env
+        self.hooks = hooks_for(env)
+        self.options = options
+        self.keep = keep
+        self.results: list[TrajectoryDiagnosis] = []
+        self.models: set[str] = set()
+        self.memories: set[str] = set()
+        self._kept: dict[str, list[KeptTrajectory]] = {"loop": [], "success": [], "other": []}
+
+    def add(self, view: TrajectoryView) -> TrajectoryDiagnosis:
+        diagnosis, mask = diagnose_trajectory(view, self.hooks, self.options)
+        self.results.append(diagnosis)
+        if view.model:
+            self.models.add(view.model)
+        if view.memory:
+            self.memories.add(view.memory)
+        if self.keep:
+            bucket = "success" if view.success else ("loop" if diagnosis.loop_steps else "other")
+            if len(self._kept[bucket]) < self.keep:
+                self._kept[bucket].append(KeptTrajectory(view, mask, diagnosis))
+        return diagnosis
+
+    def kept(self) -> list[KeptTrajectory]:
+        loops, wins, others = self._kept["loop"], self._kept["success"], self._kept["other"]
+        parts = [loops[: self.keep // 2], wins[: self.keep // 4]]
+        parts.append(others[: self.keep - len(parts[0]) - len(parts[1])])
+        # Quotas left unused by a short pool go to the others, in preference order.
+        for k, pool in enumerate((loops, wins, others)):
+            room = self.keep - sum(map(len, parts))
+            if room > 0:
+                parts[k] = pool[: len(parts[k]) + room]
+        return [kept for part in parts for kept in part]
+
+    def _t_max(self, max_steps: int | None) -> tuple[int, str]:
+        if self.options.t_max is not None:
+            return self.options.t_max, "given"
+        if self.hooks.t_max is not None:
+            return self.hooks.t_max, f"TIDE default for {self.hooks.env_id}"
+        if max_steps:
+            return int(max_steps), "the run's max_steps"
+        longest = max((r.length for r in self.results), default=1)
+        return max(longest, 1), "longest trajectory (no default for this environment)"
+
+    def finish(
+        self,
+        *,
+        label: str,
+        path: str,
+        model: str = "",
+        memory: str = "",
+        formats: tuple[str, ...] = (),
+        max_steps: int | None = None,
+        skipped_lines: int = 0,
+    ) -> RunDiagnosis:
+        results = self.results
+        if not results:
+            raise ValueError(f"{label}: no trajectories to diagnose")
+        t_max, t_max_source = self._t_max(max_steps)
+        curve = success_curve((r.success_turn for r in results), t_max)
+        n_steps = sum(r.length for r in results)
+        failed = [r for r in results if not r.success]
+        categories, missing = applicable_categories(self.hooks)
+        taxonomy = tuple(
+            CategoryShare(c, c not in missing, sum(1 for r in failed if c in r.errors), len(failed)) for c in categories
+        )
+        loop_n = sum(r.entropy_loop_n for r in results)
+        other_n = sum(r.entropy_other_n for r in results)
+        recall = [d for r in results for d in r.recall]
+        recall_note = self.hooks.recall_skip_reason or (
+            "" if recall else "no task object was acted on after being seen"
+        )
+        return RunDiagnosis(
+            label=label,
+            path=path,
+            env=self.env,
+            model=model or ", ".join(sorted(self.models)),
+            memory=memory or ", ".join(sorted(self.memories)),
+            formats=formats,
+            n_trajectories=len(results),
+            n_steps=n_steps,
+            success_rate=sum(1 for r in results if r.success) / len(results),
+            t_max=t_max,
+            t_max_source=t_max_source,
+            p_curve=curve,
+            auv=auv(curve),
+            loops=summarise_loops_from_counts(results, self.options.loop_variant),
+            invalid_rate=sum(r.invalid_steps for r in results) / n_steps if n_steps else None,
+            taxonomy=taxonomy,
+            entropy_loop=sum(r.entropy_loop_sum for r in results) / loop_n if loop_n else None,
+            entropy_other=sum(r.entropy_other_sum for r in results) / other_n if other_n else None,
+            entropy_steps=loop_n + other_n,
+            recall_distance=sum(recall) / len(recall) if recall else None,
+            recall_pairs=len(recall),
+            recall_note=recall_note,
+            skipped_lines=skipped_lines,
+            trajectories=tuple(results),
+        )
+
+
+def summarise_loops_from_counts(results: list[TrajectoryDiagnosis], variant: str) -> LoopSummary:
+    """`summarise_loops` from stored per-trajectory counts instead of masks."""
+    loop_steps = sum(r.loop_steps for r in results)
+    total = sum(r.length for r in results)
+    ratios = [r.loop_steps / r.length for r in results if r.length]
+    return LoopSummary(loop_steps, total, sum(ratios) / len(ratios) if ratios else None, variant)
+
+
+def trajectory_points(run: RunDiagnosis) -> list[tuple[float, float]]:
+    """(loop ratio, single-trajectory AUV) per trajectory, for LR-vs-AUV scatter plots."""
+    return [(r.loop_ratio, trajectory_auv(r.success_turn, run.t_max)) for r in run.trajectories]
+
+
+__all__ = [
+    "CategoryShare", "DiagnoseOptions", "KeptTrajectory", "RunAccumulator", "RunDiagnosis", "TrajectoryDiagnosis",
+    "diagnose_trajectory", "summarise_loops", "summarise_loops_from_counts", "trajectory_points",
+]

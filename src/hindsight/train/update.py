@@ -1,0 +1,137 @@
+"""One policy-gradient update of one role on a batch of scored sequences.
+
+Shared by GRPO, ECHO and Self-Guide: the methods decide *which* sequences and *which*
+advantages; this module turns them into an optimizer step with the clipped objective
+of `hindsight.algos.grpo`, micro-batched so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from hindsight.algos.grpo import Aggregation, clipped_policy_loss
+from hindsight.train.model import TrainableModel, collate
+from hindsight.train.sequences import TrainingSequence
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    """Objective and batching of a policy-gradient update."""
+
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    kl_coef: float = 0.0
+    aggregation: Aggregation = Aggregation.SEQUENCE_MEAN
+    epochs: int = 1
+    micro_batch_size: int = 4
+    max_grad_norm: float = 1.0
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """Means over the update's epochs (loss terms) and totals (sizes, time)."""
+
+    loss: float
+    pg_loss: float
+    kl: float
+    clip_frac: float
+    grad_norm: float
+    sequences: int
+    tokens: int
+    loss_tokens: int
+    forward_backward_s: float
+    seconds: float
+
+
+def _micro_batches(sequences: Sequence[TrainingSequence], size: int) -> list[list[int]]:
+    # Similar lengths share a micro-batch, which keeps padding (wasted compute) small.
+    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i].input_ids))
+    return [order[i : i + size] for i in range(0, len(order), size)]
+
+
+def policy_gradient_update(
+    model: TrainableModel,
+    sequences: Sequence[TrainingSequence],
+    advantages: Sequence[float],
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any | None,
+    settings: UpdateSettings,
+) -> UpdateStats | None:
+    """Run `settings.epochs` optimizer steps of the clipped objective on the active role.
+
+    The behaviour log-probs (logp_old) are those of the weights before the first step.
+    With one epoch they equal the current log-probs, so their forward pass is skipped.
+    Sequences with zero advantage contribute no policy gradient; when there is also no
+    KL term they are skipped entirely but still count in the loss's denominator, so the
+    objective is the same as if they had been computed. Returns None when nothing is
+    left to train on.
+    """
+    if len(sequences) != len(advantages):
+        raise ValueError("one advantage per sequence is needed")
+    started = time.perf_counter()
+    aggregation = settings.aggregation
+    device = next(model.model.parameters()).device
+    full_mask = collate(sequences, model.pad_id).loss_mask if sequences else None
+    if full_mask is None or aggregation.units(full_mask) == 0:
+        return None
+    total_units = aggregation.units(full_mask)
+    keep = [i for i, a in enumerate(advantages) if a != 0.0 or settings.kl_coef > 0]
+    if not keep:
+        return None
+    kept = [sequences[i] for i in keep]
+    kept_adv = [float(advantages[i]) for i in keep]
+    groups = _micro_batches(kept, settings.micro_batch_size)
+    batches = [collate([kept[i] for i in group], model.pad_id, device) for group in groups]
+    batch_adv = [torch.tensor([kept_adv[i] for i in group], device=device) for group in groups]
+
+    model.model.train()
+    old = ref = None
+    with torch.no_grad():
+        if settings.epochs > 1:
+            old = [model.logprobs(batch) for batch in batches]
+        if settings.kl_coef > 0:
+            ref = [model.reference_logprobs(batch) for batch in batches]
+
+    totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "grad_norm": 0.0}
+    compute_s = 0.0
+    for _ in range(settings.epochs):
+        optimizer.zero_grad(set_to_none=True)
+        for index, batch in enumerate(batches):
+            compute_started = time.perf_counter()
+            logp = model.logprobs(batch)
+            logp_old = old[index] if old is not None else logp.detach()
+            loss, stats = clipped_policy_loss(
+                logp, logp_old, batch_adv[index], batch.loss_mask,
+                clip_low=settings.clip_low, clip_high=settings.clip_high, aggregation=aggregation,
+                logp_ref=ref[index] if ref is not None else None, kl_coef=settings.kl_coef,
+            )
+            weight = aggregation.units(batch.loss_mask) / total_units
+            (loss * weight).backward()
+            compute_s += time.perf_counter() - compute_started
+            for key in ("loss", "pg_loss", "kl", "clip_frac"):
+                totals[key] += getattr(stats, key) * weight / settings.epochs
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
+        totals["grad_norm"] += float(grad_norm) / settings.epochs
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+    model.model.eval()
+    return UpdateStats(
+        **totals,
+        sequences=len(kept),
+        tokens=sum(b.num_tokens for b in batches),
+        loss_tokens=int(sum(b.loss_mask.sum() for b in batches)),
+        forward_backward_s=compute_s,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def sft_loss(model: TrainableModel, sequences: Sequence[TrainingSequence], device: Any = None) -> torch.Tensor:
+    """Mean negative log-likelihood of the masked-in tokens (token-level mean)."""
+    batch = collate(sequences, model.pad_id, device or next(model.model.parameters()).device)
+    logp = model.logprobs(batch)
+    return -(logp * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1)

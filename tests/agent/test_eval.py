@@ -1,0 +1,86 @@
+"""`hindsight eval` end to end with the scripted, random and oracle policies and the bundled model."""
+
+import json
+
+import pytest
+
+from hindsight.agent.evaluate import EvalConfig, run_eval
+from hindsight.cli.main import main
+from hindsight.logs import read_trajectories
+
+
+@pytest.mark.parametrize("env", ["frozenlake", "blocksworld", "sudoku"])
+def test_oracle_solves_every_env_through_the_cli(env, tmp_path, capsys):
+    out = tmp_path / env
+    assert main(["eval", "--env", env, "--model", "oracle", "--episodes", "6", "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["success_rate"] == 1.0 and summary["invalid_rate"] == 0.0
+    trajectories = list(read_trajectories(out))
+    assert len(trajectories) == 6 and all(t.success and t.split == "test" for t in trajectories)
+    config = (out / "config.yaml").read_text()
+    assert "env: " + env in config and "model: oracle" in config
+
+
+def test_summary_table_is_printed(tmp_path, capsys):
+    assert main(["eval", "--env", "frozenlake", "--model", "random", "--episodes", "3", "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "success" in out and "invalid" in out and "eval.jsonl" in out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--env", "frozenlak", "--model", "oracle"], "did you mean 'frozenlake'"),
+        (["--env", "frozenlake", "--model", "gpt4"], "unknown model spec"),
+        (["--env", "frozenlake", "--model", "scripted:/no/such/file.json"], "not found"),
+        (["--env", "frozenlake", "--model", "oracle", "--memory", "lots"], "memory"),
+        (["--env", "frozenlake", "--model", "oracle", "--set", "size=big"], "size"),
+    ],
+)
+def test_user_mistakes_are_one_line_and_exit_2(args, message, tmp_path, capsys):
+    assert main(["eval", *args, "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert message.lower() in err.lower() and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_refuses_to_append_to_an_existing_evaluation(tmp_path, capsys):
+    args = ["eval", "--env", "sudoku", "--model", "oracle", "--episodes", "2", "--out", str(tmp_path / "e")]
+    assert main(args) == 0
+    assert main(args) == 2
+    assert "already holds an evaluation" in capsys.readouterr().err
+
+
+def test_scripted_responses_become_valid_and_invalid_steps(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(["<action>left</action>", "nonsense", '{"action": "right"}', "<action>up</action>"]))
+    run = run_eval(EvalConfig(env="frozenlake", model=f"scripted:{script}", episodes=1, max_steps=4,
+                              out=str(tmp_path / "s")))
+    (trajectory,) = read_trajectories(run)
+    assert [s.action for s in trajectory.steps][:3] == ["left", None, "right"]
+    assert [s.valid for s in trajectory.steps][:3] == [True, False, True]
+    assert trajectory.steps[1].raw == "nonsense"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["invalid_rate"] > 0 and summary["interrupted"] is False
+
+
+def test_random_policy_is_reproducible_with_the_run_seed(tmp_path):
+    runs = [run_eval(EvalConfig(env="blocksworld", model="random", episodes=3, seed=7, out=str(tmp_path / f"r{i}")))
+            for i in range(2)]
+    actions = [[[s.action for s in t.steps] for t in sorted(read_trajectories(r), key=lambda t: t.seed)] for r in runs]
+    assert actions[0] == actions[1]
+
+
+@pytest.mark.slow
+def test_bundled_model_runs_a_few_real_steps(tmp_path, capsys):
+    out = tmp_path / "smol"
+    code = main(["eval", "--env", "frozenlake", "--model", "smollm2", "--episodes", "2", "--max-steps", "2",
+                 "--max-new-tokens", "24", "--out", str(out), "--json"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["episodes"] == 2 and summary["steps"] >= 2
+    for trajectory in read_trajectories(out):
+        for step in trajectory.steps:
+            assert step.raw  # the model's own words, whatever they are
+            assert step.token_ids and step.logprobs and len(step.token_ids) == len(step.logprobs)
+            assert all(lp <= 0 for lp in step.logprobs)

