@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from hindsight.agent.parser import parse_response
-from hindsight.agent.prompts import INVALID_FEEDBACK, Memory, PromptBuilder
+from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, INVALID_FEEDBACK, Memory, PromptBuilder
 from hindsight.llm.base import ModelBackend
 from hindsight.types import Completion, GenerationRequest, SamplingParams, Step, Trajectory
 
@@ -76,18 +76,25 @@ class Task:
 class RolloutConfig:
     """How episodes are run.
 
+    `system_template` is the system prompt; `{instruction}` in it is replaced by the
+    environment's rules.
     `concurrency` bounds the pool (and so the batch size sent to the backend).
     `stop_action` lets the policy end an episode early (None disables it). `seed`
     makes backend sampling reproducible: turn n of the run uses seed + n.
     """
 
     memory: Memory = Memory(None)
+    system_template: str = DEFAULT_SYSTEM_TEMPLATE
     sampling: SamplingParams = SamplingParams(temperature=1.0, max_new_tokens=96)
     concurrency: int = 32
     stop_action: str | None = "stop"
     seed: int | None = 0
     model_name: str = ""
     split: str = "test"
+
+    def prompt_builder(self) -> PromptBuilder:
+        """The prompts this configuration shows the policy (training rebuilds them with it)."""
+        return PromptBuilder(memory=self.memory, system_template=self.system_template)
 
 
 @dataclass
@@ -198,7 +205,7 @@ class RolloutEngine:
         self.make_env = make_env
         self.policy = policy
         self.config = config
-        self.prompts = PromptBuilder(memory=config.memory)
+        self.prompts = config.prompt_builder()
         self._generate_calls = 0
 
     def _sampling(self) -> SamplingParams:

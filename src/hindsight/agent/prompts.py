@@ -23,8 +23,7 @@ DEFAULT_SYSTEM_TEMPLATE = (
     "You are an agent solving a task step by step in a text environment.\n"
     "{instruction}\n\n"
     "Answer every turn with a short reasoning inside <analysis></analysis> followed by exactly one "
-    "action inside <action></action>, for example:\n"
-    "<analysis>The goal is to my right.</analysis><action>{example_action}</action>"
+    "action, written as the rules above say, inside <action></action>."
 )
 
 INVALID_FEEDBACK = (
@@ -71,10 +70,9 @@ class PromptBuilder:
 
     memory: Memory = Memory(None)
     system_template: str = DEFAULT_SYSTEM_TEMPLATE
-    example_action: str = "right"
 
     def system(self, instruction: str) -> str:
-        return self.system_template.format(instruction=instruction.strip(), example_action=self.example_action)
+        return self.system_template.replace("{instruction}", instruction.strip())
 
     def build(self, instruction: str, history: Sequence[Step], observation: str) -> Conversation:
         shown = self.memory.visible(history)

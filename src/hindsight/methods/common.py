@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from hindsight.agent.engine import RolloutConfig
+from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE
 from hindsight.agent.evaluate import EvalSummary, evaluate_policy
 from hindsight.agent.prompts import Memory
 from hindsight.logs import RunDir
@@ -56,6 +57,7 @@ class EvalSettings:
     env: str
     env_kwargs: Mapping[str, Any]
     memory: str
+    system_template: str
     max_new_tokens: int
     temperature: float
     concurrency: int
@@ -70,6 +72,7 @@ def evaluate_trainable(
     seeds = make(settings.env, **settings.env_kwargs).split_seeds(split, episodes)
     rollout = RolloutConfig(
         memory=Memory.parse(settings.memory),
+        system_template=settings.system_template,
         sampling=SamplingParams(temperature=settings.temperature, max_new_tokens=settings.max_new_tokens),
         concurrency=settings.concurrency,
         seed=seed,
@@ -83,6 +86,11 @@ def evaluate_trainable(
             model.backend, lambda: make(settings.env, **settings.env_kwargs), seeds, rollout, writer=writer
         )
     return summary
+
+
+def system_template(custom: str) -> str:
+    """A method config's `system_prompt`, or the default one when it is empty."""
+    return custom or DEFAULT_SYSTEM_TEMPLATE
 
 
 def eval_metrics(prefix: str, summary: EvalSummary) -> dict[str, float]:
@@ -142,3 +150,31 @@ def drop_records_after(path: Path, last_step: int, step_key: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
     tmp.replace(path)
+
+
+class TrainingProgress:
+    """A progress bar over updates (on stderr) showing the current phase and the last timings."""
+
+    def __init__(self, total: int, description: str, completed: int = 0):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[phase]}"), TextColumn("{task.fields[info]}"),
+            console=Console(stderr=True),
+        )
+        self._task = self._progress.add_task(description, total=total, completed=completed, phase="", info="")
+
+    def phase(self, name: str) -> None:
+        self._progress.update(self._task, phase=f"[{name}]")
+
+    def advance(self, info: str) -> None:
+        self._progress.update(self._task, advance=1, phase="", info=info)
+
+    def __enter__(self) -> TrainingProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()

@@ -24,12 +24,13 @@ import torch
 
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.evaluate import summarize
-from hindsight.agent.prompts import Memory, PromptBuilder
+from hindsight.agent.prompts import Memory
 from hindsight.algos.grpo import Aggregation, group_advantages, nonzero_variance_groups
 from hindsight.configs import from_mapping, option
 from hindsight.logs import RunDir
 from hindsight.methods.common import (
-    EvalSettings, MetricsLog, drop_records_after, eval_metrics, evaluate_trainable, load_trainable, make_optimizer,
+    EvalSettings, MetricsLog, TrainingProgress, drop_records_after, eval_metrics, evaluate_trainable, load_trainable,
+    make_optimizer, system_template,
 )
 from hindsight.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint, seed_everything
 from hindsight.train.sequences import turn_sequences
@@ -44,6 +45,7 @@ class GRPOConfig:
     model: str = option("smollm2", "base model spec (smollm2 or hf:PATH)")
     init_from: str = option("", "run directory (e.g. an SFT run) whose latest checkpoint initialises the policy")
     memory: str = option("none", "history the policy sees: full, none or a number of turns")
+    system_prompt: str = option("", "system prompt ({instruction} = the env's rules); empty = the default")
     updates: int = option(20, "number of GRPO updates")
     tasks_per_update: int = option(4, "task instances per update")
     group_size: int = option(8, "trajectories per task instance (G)")
@@ -116,9 +118,8 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
         aggregation=Aggregation(config.aggregation), epochs=config.epochs,
         micro_batch_size=config.micro_batch_size, max_grad_norm=config.max_grad_norm,
     )
-    prompts = PromptBuilder(Memory.parse(config.memory))
-    eval_settings = EvalSettings(config.env, config.env_kwargs, config.memory, config.max_new_tokens,
-                                 config.eval_temperature, config.concurrency)
+    eval_settings = EvalSettings(config.env, config.env_kwargs, config.memory, system_template(config.system_prompt),
+                                 config.max_new_tokens, config.eval_temperature, config.concurrency)
 
     start, env_steps = 0, 0
     if resume and (checkpoints := list_checkpoints(run.path)):
@@ -130,77 +131,86 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
     train_log = run.trajectory_writer("train", env=config.env, split="train")
 
     if start == 0 and config.eval_every:
-        summary = evaluate_trainable(model, eval_settings, "validation", config.eval_episodes, run, "eval-validation-000000",
-                                     config.seed)
+        summary = evaluate_trainable(model, eval_settings, "validation", config.eval_episodes, run,
+                                     "eval-validation-000000", config.seed)
         metrics.log(0, {**eval_metrics("eval", summary), "rollout/env_steps": 0})
 
-    for step in range(start + 1, config.updates + 1):
-        # -- rollout: G samples of each task, all in one pool --------------------------
-        t0 = time.perf_counter()
-        cursor = (step - 1) * config.tasks_per_update
-        seeds = train_seeds[cursor : cursor + config.tasks_per_update]
-        engine = RolloutEngine(env_factory, model.backend, RolloutConfig(
-            memory=prompts.memory,
-            sampling=SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens),
-            concurrency=config.concurrency, seed=config.seed * 1_000_003 + step * 1_000, model_name=config.model,
-            split="train",
-        ))
-        trajectories = engine.run([Task(seed=s, sample=j) for s in seeds for j in range(config.group_size)])
-        trajectories.sort(key=lambda t: (seeds.index(t.seed), t.id))
-        rollout_s = time.perf_counter() - t0
+    with TrainingProgress(config.updates, "grpo", completed=start) as progress:
+        for step in range(start + 1, config.updates + 1):
+            # -- rollout: G samples of each task, all in one pool --------------------------
+            progress.phase("rollout")
+            t0 = time.perf_counter()
+            cursor = (step - 1) * config.tasks_per_update
+            seeds = train_seeds[cursor : cursor + config.tasks_per_update]
+            rollout_config = RolloutConfig(
+                memory=Memory.parse(config.memory), system_template=system_template(config.system_prompt),
+                sampling=SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens),
+                concurrency=config.concurrency, seed=config.seed * 1_000_003 + step * 1_000, model_name=config.model,
+                split="train",
+            )
+            engine = RolloutEngine(env_factory, model.backend, rollout_config)
+            trajectories = engine.run([Task(seed=s, sample=j) for s in seeds for j in range(config.group_size)])
+            # Rows of `returns` are groups: order by task, then by sample within the task.
+            trajectories.sort(key=lambda t: (seeds.index(t.seed), int(t.id.rsplit(":", 1)[1])))
+            rollout_s = time.perf_counter() - t0
 
-        # -- reward and group-relative advantage ---------------------------------------
-        returns = torch.tensor([trajectory_return(t, config.reward) for t in trajectories]).view(
-            len(seeds), config.group_size
-        )
-        advantages = group_advantages(returns, normalize_std=config.normalize_std)
-        if config.drop_zero_variance:
-            advantages = advantages * nonzero_variance_groups(returns).unsqueeze(1)
-        advantages = advantages.flatten().tolist()
+            # -- reward and group-relative advantage ---------------------------------------
+            returns = torch.tensor([trajectory_return(t, config.reward) for t in trajectories]).view(
+                len(seeds), config.group_size
+            )
+            advantages = group_advantages(returns, normalize_std=config.normalize_std)
+            if config.drop_zero_variance:
+                advantages = advantages * nonzero_variance_groups(returns).unsqueeze(1)
+            advantages = advantages.flatten().tolist()
 
-        # -- loss and step: every turn of a trajectory shares its advantage ------------
-        t1 = time.perf_counter()
-        sequences, sequence_adv = [], []
-        for trajectory, advantage in zip(trajectories, advantages):
-            for sequence in turn_sequences(trajectory, model.backend.tokenizer, prompts):
-                sequences.append(sequence)
-                sequence_adv.append(advantage)
-        stats = policy_gradient_update(model, sequences, sequence_adv, optimizer, scheduler, settings)
-        update_s = time.perf_counter() - t1
+            # -- loss and step: every turn of a trajectory shares its advantage ------------
+            progress.phase("update")
+            t1 = time.perf_counter()
+            sequences, sequence_adv = [], []
+            for trajectory, advantage in zip(trajectories, advantages):
+                for sequence in turn_sequences(trajectory, model.backend.tokenizer, rollout_config.prompt_builder()):
+                    sequences.append(sequence)
+                    sequence_adv.append(advantage)
+            stats = policy_gradient_update(model, sequences, sequence_adv, optimizer, scheduler, settings)
+            update_s = time.perf_counter() - t1
 
-        # -- log ----------------------------------------------------------------------
-        env_steps += sum(t.num_steps for t in trajectories)
-        for trajectory, advantage, value in zip(trajectories, advantages, returns.flatten().tolist()):
-            train_log.write_trajectory(trajectory.with_meta(update=step, grpo={"return": value, "advantage": advantage}))
-        rollout = summarize(trajectories)
-        row = {
-            "rollout/success_rate": rollout.success_rate,
-            "rollout/score_mean": rollout.mean_score,
-            "rollout/steps_mean": rollout.mean_steps,
-            "rollout/invalid_rate": rollout.invalid_rate,
-            "rollout/zero_variance_groups": float((~nonzero_variance_groups(returns)).float().mean()),
-            "rollout/env_steps": env_steps,
-            "timing/rollout_s": rollout_s,
-            "timing/update_s": update_s,
-        }
-        if stats is not None:
-            row.update({
-                "policy/loss": stats.loss, "policy/pg_loss": stats.pg_loss, "policy/kl": stats.kl,
-                "policy/clip_frac": stats.clip_frac, "policy/grad_norm": stats.grad_norm,
-                "policy/lr": scheduler.get_last_lr()[0], "policy/sequences": stats.sequences,
-                "policy/tokens": stats.tokens, "timing/forward_backward_s": stats.forward_backward_s,
-                "throughput/update_tokens_per_s": stats.tokens * config.epochs / max(stats.seconds, 1e-9),
-            })
+            # -- log ----------------------------------------------------------------------
+            env_steps += sum(t.num_steps for t in trajectories)
+            for trajectory, advantage, value in zip(trajectories, advantages, returns.flatten().tolist()):
+                grpo = {"return": value, "advantage": advantage}
+                train_log.write_trajectory(trajectory.with_meta(update=step, grpo=grpo))
+            rollout = summarize(trajectories)
+            row = {
+                "rollout/success_rate": rollout.success_rate,
+                "rollout/score_mean": rollout.mean_score,
+                "rollout/steps_mean": rollout.mean_steps,
+                "rollout/invalid_rate": rollout.invalid_rate,
+                "rollout/zero_variance_groups": float((~nonzero_variance_groups(returns)).float().mean()),
+                "rollout/env_steps": env_steps,
+                "timing/rollout_s": rollout_s,
+                "timing/update_s": update_s,
+            }
+            if stats is not None:
+                row.update({
+                    "policy/loss": stats.loss, "policy/pg_loss": stats.pg_loss, "policy/kl": stats.kl,
+                    "policy/clip_frac": stats.clip_frac, "policy/grad_norm": stats.grad_norm,
+                    "policy/lr": scheduler.get_last_lr()[0], "policy/sequences": stats.sequences,
+                    "policy/tokens": stats.tokens, "timing/forward_backward_s": stats.forward_backward_s,
+                    "throughput/update_tokens_per_s": stats.tokens * config.epochs / max(stats.seconds, 1e-9),
+                })
 
-        # -- evaluate and checkpoint --------------------------------------------------
-        if config.eval_every and step % config.eval_every == 0:
-            summary = evaluate_trainable(model, eval_settings, "validation", config.eval_episodes, run,
-                                         f"eval-validation-{step:06d}", config.seed)
-            row.update(eval_metrics("eval", summary))
-        metrics.log(step, row)
-        if step % config.checkpoint_every == 0 or step == config.updates:
-            save_checkpoint(run.path, step, model, {"policy": optimizer}, {"policy": scheduler},
-                            {"env_steps": env_steps}, keep=config.keep_checkpoints)
+            # -- evaluate and checkpoint --------------------------------------------------
+            if config.eval_every and step % config.eval_every == 0:
+                progress.phase("eval")
+                summary = evaluate_trainable(model, eval_settings, "validation", config.eval_episodes, run,
+                                             f"eval-validation-{step:06d}", config.seed)
+                row.update(eval_metrics("eval", summary))
+            metrics.log(step, row)
+            if step % config.checkpoint_every == 0 or step == config.updates:
+                save_checkpoint(run.path, step, model, {"policy": optimizer}, {"policy": scheduler},
+                                {"env_steps": env_steps}, keep=config.keep_checkpoints)
+            progress.advance(f"rollout {rollout_s:.0f}s · update {update_s:.0f}s · "
+                             f"train success {rollout.success_rate:.2f}")
 
     train_log.close()
     if config.final_eval_split:

@@ -19,11 +19,11 @@ import torch
 
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.parser import parse_response
-from hindsight.agent.prompts import Memory, PromptBuilder
+from hindsight.agent.prompts import Memory
 from hindsight.configs import option
 from hindsight.logs import RunDir, read_trajectories
 from hindsight.methods.common import (
-    EvalSettings, MetricsLog, eval_metrics, evaluate_trainable, load_trainable, make_optimizer,
+    EvalSettings, MetricsLog, eval_metrics, evaluate_trainable, load_trainable, make_optimizer, system_template,
 )
 from hindsight.train.checkpoint import save_checkpoint, seed_everything
 from hindsight.train.sequences import TrainingSequence, turn_sequences
@@ -40,6 +40,7 @@ class SFTConfig:
     demo_episodes: int = option(200, "train-split tasks to collect demonstrations on (policy demos)")
     action_only: bool = option(True, "train on `<action>X</action>` responses, dropping the demo's analysis text")
     memory: str = option("none", "history the policy sees: full, none or a number of turns")
+    system_prompt: str = option("", "system prompt ({instruction} = the env's rules); empty = the default")
     epochs: int = option(2, "passes over the demonstration turns")
     batch_size: int = option(16, "sequences per optimizer step")
     micro_batch_size: int = option(8, "sequences per forward/backward (gradient accumulation)")
@@ -71,9 +72,14 @@ def collect_demonstrations(config: SFTConfig) -> list[Trajectory]:
     engine = RolloutEngine(
         lambda: make(config.env, **config.env_kwargs),
         load_model(config.demos),
-        RolloutConfig(memory=Memory.parse(config.memory), sampling=SamplingParams(temperature=0.0), split="train"),
+        rollout_config(config, SamplingParams(temperature=0.0), "train"),
     )
     return [t for t in engine.iter_run(Task(seed=s) for s in seeds) if t.success]
+
+
+def rollout_config(config: SFTConfig, sampling: SamplingParams, split: str) -> RolloutConfig:
+    return RolloutConfig(memory=Memory.parse(config.memory), system_template=system_template(config.system_prompt),
+                         sampling=sampling, split=split)
 
 
 def _action_only(step: Step) -> Step:
@@ -99,7 +105,7 @@ def train_sft(config: SFTConfig, out: str | Path) -> Path:
     collect_s = time.perf_counter() - started
 
     model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, config.full_finetune)
-    prompts = PromptBuilder(Memory.parse(config.memory))
+    prompts = rollout_config(config, SamplingParams(), "train").prompt_builder()
     sequences: list[TrainingSequence] = [
         s for t in demos for s in turn_sequences(t, model.backend.tokenizer, prompts)
     ]
@@ -141,8 +147,8 @@ def train_sft(config: SFTConfig, out: str | Path) -> Path:
     save_checkpoint(run.path, step, model, {"policy": optimizer}, {"policy": scheduler}, {"kind": "sft"})
 
     if config.eval_episodes:
-        settings = EvalSettings(config.env, config.env_kwargs, config.memory, config.max_new_tokens,
-                                config.eval_temperature, config.concurrency)
+        settings = EvalSettings(config.env, config.env_kwargs, config.memory, system_template(config.system_prompt),
+                                config.max_new_tokens, config.eval_temperature, config.concurrency)
         summary = evaluate_trainable(model, settings, config.eval_split, config.eval_episodes, run,
                                      f"eval-{config.eval_split}-final", config.seed)
         metrics.log(step, eval_metrics(f"eval_{config.eval_split}", summary))
