@@ -84,3 +84,31 @@ def test_bundled_model_runs_a_few_real_steps(tmp_path, capsys):
             assert step.raw  # the model's own words, whatever they are
             assert step.token_ids and step.logprobs and len(step.token_ids) == len(step.logprobs)
             assert all(lp <= 0 for lp in step.logprobs)
+
+
+def test_interrupted_eval_keeps_finished_trajectories_and_says_so(tmp_path, monkeypatch):
+    import hindsight.llm
+
+    from hindsight.types import Completion
+
+    class StopsLater:
+        spec = "stops-later"
+
+        def __init__(self):
+            self.calls = 0
+
+        def generate(self, requests, params):
+            self.calls += 1
+            if self.calls == 3:
+                raise KeyboardInterrupt
+            # With max_steps=1 every episode ends after one call: two calls finish four.
+            return [Completion(text="<action>up</action>") for _ in requests]
+
+    monkeypatch.setattr(hindsight.llm, "load_model", lambda spec, **options: StopsLater())
+    config = EvalConfig(env="frozenlake", model="oracle", episodes=6, concurrency=2, max_steps=1,
+                        out=str(tmp_path / "i"))
+    with pytest.raises(KeyboardInterrupt):
+        run_eval(config)
+    summary = json.loads((tmp_path / "i" / "summary.json").read_text())
+    assert summary["interrupted"] is True
+    assert summary["episodes"] == 4 == len(list(read_trajectories(tmp_path / "i")))

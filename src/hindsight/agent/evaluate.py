@@ -99,20 +99,13 @@ def evaluate_policy(
     engine = RolloutEngine(make_env, policy, rollout)
     finished: list[Trajectory] = []
     started = time.perf_counter()
-    interrupted = False
-    try:
-        for trajectory in engine.iter_run(Task(seed=seed) for seed in seeds):
-            if writer is not None:
-                writer.write_trajectory(trajectory)
-            finished.append(trajectory)
-            if on_trajectory is not None:
-                on_trajectory(trajectory)
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
-        summary = summarize(finished, time.perf_counter() - started, interrupted)
-    return finished, summary
+    for trajectory in engine.iter_run(Task(seed=seed) for seed in seeds):
+        if writer is not None:
+            writer.write_trajectory(trajectory)
+        finished.append(trajectory)
+        if on_trajectory is not None:
+            on_trajectory(trajectory)
+    return finished, summarize(finished, time.perf_counter() - started)
 
 
 def run_eval(
@@ -159,16 +152,17 @@ def run_eval(
     )
     if on_start is not None:
         on_start(len(seeds))
-    # Stays marked interrupted unless the evaluation returns normally.
-    summary = summarize([], 0.0, interrupted=True)
+    started = time.perf_counter()
     with run.trajectory_writer("eval", env=config.env, model=config.model, split=config.split) as writer:
         try:
             _, summary = evaluate_policy(
                 policy, lambda: make(config.env, **env_kwargs), seeds, rollout,
                 writer=writer, on_trajectory=on_trajectory,
             )
+        except BaseException:
+            # Interrupted or crashed: summarise what reached the disk, then let it propagate.
+            summary = summarize(read_trajectories(writer.path), time.perf_counter() - started, interrupted=True)
+            raise
         finally:
-            if summary.interrupted:
-                summary = summarize(read_trajectories(writer.path), summary.wall_s, interrupted=True)
             run.write_summary({"env": config.env, "model": config.model, **asdict(summary)})
     return run.path

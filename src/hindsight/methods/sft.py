@@ -152,6 +152,6 @@ def train_sft(config: SFTConfig, out: str | Path) -> Path:
         summary = evaluate_trainable(model, settings, config.eval_split, config.eval_episodes, run,
                                      f"eval-{config.eval_split}-final", config.seed)
         metrics.log(step, eval_metrics(f"eval_{config.eval_split}", summary))
-        run.write_summary({"kind": "sft", "steps": step, **asdict(summary)})
+        run.write_summary({"kind": "sft", "optimizer_steps": step, **asdict(summary)})
     metrics.close()
     return run.path
