@@ -74,7 +74,7 @@ def test_grpo_resume_after_sigkill_matches_an_uninterrupted_run(tiny_model_dir, 
     crashed = tmp_path / "crashed"
     script = (
         "import sys; from hindsight.methods.grpo import GRPOConfig, train_grpo; import json;"
-        f"train_grpo(GRPOConfig(**json.loads(sys.argv[1])), sys.argv[2])"
+        "train_grpo(GRPOConfig(**json.loads(sys.argv[1])), sys.argv[2])"
     )
     env = {**os.environ, "PYTHONHASHSEED": "123"}
     process = subprocess.Popen([sys.executable, "-c", script, json.dumps(config.__dict__), str(crashed)], env=env)

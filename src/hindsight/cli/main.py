@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from hindsight import __version__
@@ -52,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hindsight: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Output piped into a reader that stopped early (`| head`): not an error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

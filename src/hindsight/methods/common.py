@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import torch
 
 from hindsight.agent.engine import RolloutConfig
-from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE
 from hindsight.agent.evaluate import EvalSummary, evaluate_policy
-from hindsight.agent.prompts import Memory
+from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory
+from hindsight.configs import option
 from hindsight.logs import RunDir
 from hindsight.train.model import LoraSettings, TrainableModel
 from hindsight.types import SamplingParams
@@ -53,14 +53,47 @@ def make_optimizer(params: Sequence[torch.nn.Parameter], lr: float, weight_decay
 
 
 @dataclass(frozen=True)
+class TrainingBasics:
+    """Config fields every training method shares (each method's config extends it)."""
+
+    env: str = option("frozenlake", "environment id")
+    env_kwargs: dict = option({}, "environment options, e.g. {size: 4, max_steps: 8}")
+    model: str = option("smollm2", "base model spec (smollm2 or hf:PATH)")
+    memory: str = option("none", "history the policy sees: full, none or a number of turns")
+    system_prompt: str = option("", "system prompt ({instruction} = the env's rules); empty = the default")
+    max_new_tokens: int = option(48, "token budget per turn")
+    concurrency: int = option(64, "episodes run at once (rollout and evaluation batch size)")
+    eval_temperature: float = option(0.0, "sampling temperature of evaluations (0 is greedy)")
+    weight_decay: float = option(0.0, "AdamW weight decay")
+    max_grad_norm: float = option(1.0, "gradient clipping norm")
+    lora_rank: int = option(16, "LoRA rank (must match a checkpoint the run starts from)")
+    lora_alpha: int = option(32, "LoRA alpha (must match a checkpoint the run starts from)")
+    full_finetune: bool = option(False, "train all weights instead of a LoRA adapter")
+    seed: int = option(0, "seed of sampling and data order")
+    tensorboard: bool = option(False, "mirror metrics to TensorBoard")
+
+    def __post_init__(self) -> None:
+        Memory.parse(self.memory)
+
+    def rollout_config(self, sampling: SamplingParams, split: str, seed: int | None = None) -> RolloutConfig:
+        """How this run's policy is prompted and sampled."""
+        return RolloutConfig(
+            memory=Memory.parse(self.memory), system_template=self.system_prompt or DEFAULT_SYSTEM_TEMPLATE,
+            sampling=sampling, concurrency=self.concurrency, seed=self.seed if seed is None else seed,
+            model_name=self.model, split=split,
+        )
+
+    def eval_settings(self) -> EvalSettings:
+        return EvalSettings(self.env, self.env_kwargs, self.rollout_config(
+            SamplingParams(temperature=self.eval_temperature, max_new_tokens=self.max_new_tokens), "test"
+        ))
+
+
+@dataclass(frozen=True)
 class EvalSettings:
     env: str
     env_kwargs: Mapping[str, Any]
-    memory: str
-    system_template: str
-    max_new_tokens: int
-    temperature: float
-    concurrency: int
+    rollout: RolloutConfig
 
 
 def evaluate_trainable(
@@ -70,15 +103,7 @@ def evaluate_trainable(
     from hindsight.envs import make
 
     seeds = make(settings.env, **settings.env_kwargs).split_seeds(split, episodes)
-    rollout = RolloutConfig(
-        memory=Memory.parse(settings.memory),
-        system_template=settings.system_template,
-        sampling=SamplingParams(temperature=settings.temperature, max_new_tokens=settings.max_new_tokens),
-        concurrency=settings.concurrency,
-        seed=seed,
-        model_name=model.backend.spec,
-        split=split,
-    )
+    rollout = replace(settings.rollout, seed=seed, split=split)
     # An evaluation is recomputed whole (e.g. after a resume): never append to an old one.
     (run.trajectories_dir / f"{name}.jsonl").unlink(missing_ok=True)
     with run.trajectory_writer(name, env=settings.env, split=split) as writer:
@@ -86,11 +111,6 @@ def evaluate_trainable(
             model.backend, lambda: make(settings.env, **settings.env_kwargs), seeds, rollout, writer=writer
         )
     return summary
-
-
-def system_template(custom: str) -> str:
-    """A method config's `system_prompt`, or the default one when it is empty."""
-    return custom or DEFAULT_SYSTEM_TEMPLATE
 
 
 def eval_metrics(prefix: str, summary: EvalSummary) -> dict[str, float]:

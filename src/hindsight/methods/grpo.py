@@ -22,15 +22,14 @@ from pathlib import Path
 
 import torch
 
-from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
+from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.evaluate import summarize
-from hindsight.agent.prompts import Memory
 from hindsight.algos.grpo import Aggregation, group_advantages, nonzero_variance_groups
 from hindsight.configs import from_mapping, option
 from hindsight.logs import RunDir
 from hindsight.methods.common import (
-    EvalSettings, MetricsLog, TrainingProgress, drop_records_after, eval_metrics, evaluate_trainable, load_trainable,
-    make_optimizer, system_template,
+    MetricsLog, TrainingBasics, TrainingProgress, drop_records_after, eval_metrics, evaluate_trainable,
+    load_trainable, make_optimizer,
 )
 from hindsight.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint, seed_everything
 from hindsight.train.sequences import turn_sequences
@@ -39,21 +38,14 @@ from hindsight.types import SamplingParams, Trajectory
 
 
 @dataclass(frozen=True)
-class GRPOConfig:
-    env: str = option("frozenlake", "environment id")
-    env_kwargs: dict = option({}, "environment options, e.g. {size: 4, max_steps: 8}")
-    model: str = option("smollm2", "base model spec (smollm2 or hf:PATH)")
+class GRPOConfig(TrainingBasics):
     init_from: str = option("", "run directory (e.g. an SFT run) whose latest checkpoint initialises the policy")
-    memory: str = option("none", "history the policy sees: full, none or a number of turns")
-    system_prompt: str = option("", "system prompt ({instruction} = the env's rules); empty = the default")
     updates: int = option(20, "number of GRPO updates")
     tasks_per_update: int = option(4, "task instances per update")
     group_size: int = option(8, "trajectories per task instance (G)")
     reward: str = option("score", "trajectory return: score (graded, final) or success (0/1)")
     temperature: float = option(1.0, "sampling temperature of training rollouts")
-    max_new_tokens: int = option(48, "token budget per turn")
     lr: float = option(2e-5, "peak learning rate")
-    weight_decay: float = option(0.0, "AdamW weight decay")
     warmup_steps: int = option(0, "linear warm-up optimizer steps")
     epochs: int = option(1, "optimizer steps on each batch of rollouts (>1 makes the clipping active)")
     micro_batch_size: int = option(8, "sequences per forward/backward")
@@ -63,27 +55,19 @@ class GRPOConfig:
     aggregation: str = option("sequence_mean", "sequence_mean (GRPO's 1/|o_i|) or token_mean (DAPO)")
     normalize_std: bool = option(True, "divide advantages by the group's standard deviation")
     drop_zero_variance: bool = option(False, "DAPO: skip groups whose returns are all equal")
-    max_grad_norm: float = option(1.0, "gradient clipping norm")
-    lora_rank: int = option(16, "LoRA rank (must match init_from)")
-    lora_alpha: int = option(32, "LoRA alpha (must match init_from)")
-    full_finetune: bool = option(False, "train all weights instead of a LoRA adapter")
     gradient_checkpointing: bool = option(False, "trade compute for memory in the update")
     eval_every: int = option(5, "evaluate on the validation split every N updates (0 disables)")
     eval_episodes: int = option(50, "tasks per evaluation")
-    eval_temperature: float = option(0.0, "sampling temperature of evaluations (0 is greedy)")
     final_eval_split: str = option("test", "split evaluated at the end ('' skips it)")
     final_eval_episodes: int = option(100, "tasks of the final evaluation")
     checkpoint_every: int = option(5, "save a checkpoint every N updates")
     keep_checkpoints: int = option(2, "checkpoints kept on disk (newest)")
-    concurrency: int = option(64, "episodes run at once (rollout batch size)")
-    seed: int = option(0, "seed of sampling and data order")
-    tensorboard: bool = option(False, "mirror metrics to TensorBoard")
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.reward not in ("score", "success"):
             raise ValueError("reward must be 'score' or 'success'")
         Aggregation(self.aggregation)
-        Memory.parse(self.memory)
         if self.group_size < 2:
             raise ValueError("group_size must be >= 2 (advantages are relative to the group)")
 
@@ -118,8 +102,7 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
         aggregation=Aggregation(config.aggregation), epochs=config.epochs,
         micro_batch_size=config.micro_batch_size, max_grad_norm=config.max_grad_norm,
     )
-    eval_settings = EvalSettings(config.env, config.env_kwargs, config.memory, system_template(config.system_prompt),
-                                 config.max_new_tokens, config.eval_temperature, config.concurrency)
+    eval_settings = config.eval_settings()
 
     start, env_steps = 0, 0
     if resume and (checkpoints := list_checkpoints(run.path)):
@@ -142,11 +125,9 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
             t0 = time.perf_counter()
             cursor = (step - 1) * config.tasks_per_update
             seeds = train_seeds[cursor : cursor + config.tasks_per_update]
-            rollout_config = RolloutConfig(
-                memory=Memory.parse(config.memory), system_template=system_template(config.system_prompt),
-                sampling=SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens),
-                concurrency=config.concurrency, seed=config.seed * 1_000_003 + step * 1_000, model_name=config.model,
-                split="train",
+            rollout_config = config.rollout_config(
+                SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens), "train",
+                seed=config.seed * 1_000_003 + step * 1_000,
             )
             engine = RolloutEngine(env_factory, model.backend, rollout_config)
             trajectories = engine.run([Task(seed=s, sample=j) for s in seeds for j in range(config.group_size)])

@@ -17,13 +17,12 @@ from pathlib import Path
 
 import torch
 
-from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
+from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.parser import parse_response
-from hindsight.agent.prompts import Memory
 from hindsight.configs import option
 from hindsight.logs import RunDir, read_trajectories
 from hindsight.methods.common import (
-    EvalSettings, MetricsLog, eval_metrics, evaluate_trainable, load_trainable, make_optimizer, system_template,
+    MetricsLog, TrainingBasics, eval_metrics, evaluate_trainable, load_trainable, make_optimizer,
 )
 from hindsight.train.checkpoint import save_checkpoint, seed_everything
 from hindsight.train.sequences import TrainingSequence, turn_sequences
@@ -32,32 +31,17 @@ from hindsight.types import SamplingParams, Step, Trajectory
 
 
 @dataclass(frozen=True)
-class SFTConfig:
-    env: str = option("frozenlake", "environment id")
-    env_kwargs: dict = option({}, "environment options, e.g. {size: 4}")
-    model: str = option("smollm2", "base model spec (smollm2 or hf:PATH)")
+class SFTConfig(TrainingBasics):
     demos: str = option("oracle", "where demonstrations come from: a policy spec (oracle) or a run directory")
     demo_episodes: int = option(200, "train-split tasks to collect demonstrations on (policy demos)")
     action_only: bool = option(True, "train on `<action>X</action>` responses, dropping the demo's analysis text")
-    memory: str = option("none", "history the policy sees: full, none or a number of turns")
-    system_prompt: str = option("", "system prompt ({instruction} = the env's rules); empty = the default")
     epochs: int = option(2, "passes over the demonstration turns")
     batch_size: int = option(16, "sequences per optimizer step")
     micro_batch_size: int = option(8, "sequences per forward/backward (gradient accumulation)")
     lr: float = option(3e-4, "peak learning rate")
-    weight_decay: float = option(0.0, "AdamW weight decay")
     warmup_steps: int = option(5, "linear warm-up steps")
-    max_grad_norm: float = option(1.0, "gradient clipping norm")
-    lora_rank: int = option(16, "LoRA rank")
-    lora_alpha: int = option(32, "LoRA alpha")
-    full_finetune: bool = option(False, "train all weights instead of a LoRA adapter")
     eval_episodes: int = option(50, "tasks of the evaluation split after training (0 skips it)")
     eval_split: str = option("test", "split evaluated after training")
-    eval_temperature: float = option(0.0, "sampling temperature of the evaluation (0 is greedy)")
-    max_new_tokens: int = option(48, "token budget per turn during evaluation")
-    concurrency: int = option(32, "episodes run at once during evaluation")
-    seed: int = option(0, "seed of data order and sampling")
-    tensorboard: bool = option(False, "mirror metrics to TensorBoard")
 
 
 def collect_demonstrations(config: SFTConfig) -> list[Trajectory]:
@@ -72,14 +56,9 @@ def collect_demonstrations(config: SFTConfig) -> list[Trajectory]:
     engine = RolloutEngine(
         lambda: make(config.env, **config.env_kwargs),
         load_model(config.demos),
-        rollout_config(config, SamplingParams(temperature=0.0), "train"),
+        config.rollout_config(SamplingParams(temperature=0.0), "train"),
     )
     return [t for t in engine.iter_run(Task(seed=s) for s in seeds) if t.success]
-
-
-def rollout_config(config: SFTConfig, sampling: SamplingParams, split: str) -> RolloutConfig:
-    return RolloutConfig(memory=Memory.parse(config.memory), system_template=system_template(config.system_prompt),
-                         sampling=sampling, split=split)
 
 
 def _action_only(step: Step) -> Step:
@@ -105,7 +84,7 @@ def train_sft(config: SFTConfig, out: str | Path) -> Path:
     collect_s = time.perf_counter() - started
 
     model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, config.full_finetune)
-    prompts = rollout_config(config, SamplingParams(), "train").prompt_builder()
+    prompts = config.rollout_config(SamplingParams(), "train").prompt_builder()
     sequences: list[TrainingSequence] = [
         s for t in demos for s in turn_sequences(t, model.backend.tokenizer, prompts)
     ]
@@ -147,9 +126,7 @@ def train_sft(config: SFTConfig, out: str | Path) -> Path:
     save_checkpoint(run.path, step, model, {"policy": optimizer}, {"policy": scheduler}, {"kind": "sft"})
 
     if config.eval_episodes:
-        settings = EvalSettings(config.env, config.env_kwargs, config.memory, system_template(config.system_prompt),
-                                config.max_new_tokens, config.eval_temperature, config.concurrency)
-        summary = evaluate_trainable(model, settings, config.eval_split, config.eval_episodes, run,
+        summary = evaluate_trainable(model, config.eval_settings(), config.eval_split, config.eval_episodes, run,
                                      f"eval-{config.eval_split}-final", config.seed)
         metrics.log(step, eval_metrics(f"eval_{config.eval_split}", summary))
         run.write_summary({"kind": "sft", "optimizer_steps": step, **asdict(summary)})
