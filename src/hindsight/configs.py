@@ -128,10 +128,6 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
     return from_mapping(cls, values)
 
 
-def to_dict(config: Any) -> dict[str, Any]:
-    return dataclasses.asdict(config)
-
-
 def describe(cls: type) -> str:
     """One line per field: name, default and documentation."""
     lines = []

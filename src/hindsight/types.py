@@ -152,10 +152,6 @@ class Trajectory:
     def success_turn(self) -> int | None:
         return len(self.steps) if self.success else None
 
-    @property
-    def total_reward(self) -> float:
-        return sum(step.reward for step in self.steps)
-
     def with_meta(self, **meta: Any) -> Trajectory:
         return replace(self, meta={**self.meta, **meta})
 

@@ -34,7 +34,6 @@ import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -59,20 +58,6 @@ _SPLIT_CACHE: dict[tuple[str, str, int], tuple[str, str]] = {}
 
 class EnvError(Exception):
     """A user-facing environment error (bad id, bad keyword, bad instance file, misuse)."""
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """The five values of `TextEnv.step`, by name."""
-
-    observation: str
-    reward: float
-    terminated: bool
-    truncated: bool
-    info: dict[str, Any]
-
-    def as_tuple(self) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        return self.observation, self.reward, self.terminated, self.truncated, self.info
 
 
 def canonical_json(instance: Mapping[str, Any]) -> str:
