@@ -36,23 +36,35 @@ def bundled_tokenizer(model_cache):
     return AutoTokenizer.from_pretrained(folder, local_files_only=True)
 
 
+def build_tiny_llama(folder: Path, tokenizer, **overrides) -> Path:
+    """Save a randomly initialised 2-layer Llama with `tokenizer` into `folder`."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, **overrides,
+    )
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, bundled_tokenizer) -> Path:
     """A randomly initialised 2-layer Llama with the bundled tokenizer: trains in milliseconds.
 
     Use it as `hf:PATH` wherever a test needs a real trainable model but not a good one.
     """
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), bundled_tokenizer)
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(bundled_tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=True,
-        bos_token_id=bundled_tokenizer.bos_token_id, eos_token_id=bundled_tokenizer.eos_token_id,
-        pad_token_id=bundled_tokenizer.pad_token_id,
-    )
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    LlamaForCausalLM(config).save_pretrained(folder)
-    bundled_tokenizer.save_pretrained(folder)
-    return folder
+
+@pytest.fixture(scope="session")
+def tiny_lora_model_dir(tmp_path_factory, bundled_tokenizer) -> Path:
+    """Like `tiny_model_dir` with larger initial weights, so LoRA adapters alone can fit a few
+    targets: with the default initialisation the tied output layer keeps every logit near
+    zero, whatever the adapters do."""
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama-lora"), bundled_tokenizer, initializer_range=0.3)

@@ -124,7 +124,9 @@ class Trajectory:
     """A whole episode on one task instance.
 
     `success` and `score` are the final values reported by the environment. A
-    trajectory that succeeded has `success_turn == len(steps)`.
+    trajectory that succeeded has `success_turn == len(steps)`. `guidance` is advice
+    the policy was shown in its system prompt for this episode (e.g. an ECHO critique;
+    empty for a plain attempt); prompts are rebuilt from it, so it is part of the record.
     """
 
     env: str
@@ -143,6 +145,7 @@ class Trajectory:
     id: str = ""
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     meta: Mapping[str, Any] = field(default_factory=dict)
+    guidance: str = ""
 
     @property
     def num_steps(self) -> int:

@@ -121,3 +121,18 @@ def test_backend_returning_wrong_count_is_an_error():
 
     with pytest.raises(RuntimeError, match="returned"):
         RolloutEngine(lambda: LineEnv(), Short(lambda r: RIGHT), RolloutConfig()).run([Task(seed=0), Task(seed=1)])
+
+
+def test_task_guidance_reaches_every_prompt_and_the_trajectory():
+    systems = []
+
+    def respond(request):
+        systems.append(request.messages[0].content)
+        return RIGHT
+
+    eng, _ = engine(respond)
+    advised, plain = sorted(eng.run([Task(seed=0, guidance="You go right."), Task(seed=2, sample=1)]),
+                            key=lambda t: t.seed)
+    assert advised.guidance == "You go right." and plain.guidance == ""
+    assert sum(text.endswith("You go right.") for text in systems) == advised.num_steps
+    assert len(systems) == advised.num_steps + plain.num_steps

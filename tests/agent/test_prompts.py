@@ -51,3 +51,12 @@ def test_bad_memory_spec(bad):
 def test_memory_round_trips_as_text():
     for text in ["full", "none", "3"]:
         assert str(Memory.parse(text)) == text
+
+
+def test_guidance_is_appended_to_the_system_message_on_every_turn():
+    builder = PromptBuilder(Memory.parse("none"), system_template="Rules: {instruction}")
+    advised = builder.build("Reach the goal.", HISTORY, "obs4", guidance="  You should go left.  ")
+    assert advised[0].content == ("Rules: Reach the goal.\n\nAdvice from a review of your previous attempt at this "
+                                  "same task:\nYou should go left.")
+    assert builder.build("Reach the goal.", HISTORY, "obs4", guidance=" ")[0].content == "Rules: Reach the goal."
+    assert advised[1:] == builder.build("Reach the goal.", HISTORY, "obs4")[1:]

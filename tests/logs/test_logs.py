@@ -79,3 +79,12 @@ def test_config_and_summary(tmp_path):
     run.write_summary({"success_rate": 0.5})
     assert run.read_config()["env_kwargs"] == {"size": 4}
     assert json.loads((tmp_path / "summary.json").read_text()) == {"success_rate": 0.5}
+
+
+def test_guidance_round_trips_and_is_absent_when_empty():
+    from dataclasses import replace
+
+    advised = replace(make_trajectory(0), guidance="You should stop earlier.")
+    assert trajectory_to_record(advised)["guidance"] == "You should stop earlier."
+    assert trajectory_from_record(trajectory_to_record(advised)) == advised
+    assert "guidance" not in trajectory_to_record(make_trajectory(0))

@@ -90,3 +90,19 @@ def test_episode_sequence_masks_every_assistant_turn_and_nothing_else(tokenizer,
 def test_episode_sequence_needs_full_history(tokenizer):
     with pytest.raises(ValueError, match="full history"):
         episode_sequence(trajectory(), tokenizer, PromptBuilder(Memory.parse(2)))
+
+
+@pytest.mark.parametrize("memory", ["none", "full"])
+def test_prompts_are_rebuilt_with_the_guidance_the_policy_saw(tokenizer, memory):
+    from dataclasses import replace
+
+    advised = replace(trajectory(), guidance="You should go down twice.")
+    prompts = PromptBuilder(Memory.parse(memory))
+    for index, sequence in enumerate(turn_sequences(advised, tokenizer, prompts)):
+        seen = prompts.build(advised.instruction, advised.steps[:index], advised.steps[index].observation,
+                             guidance=advised.guidance)
+        n_prompt = sequence.loss_mask.index(1)
+        assert tokenizer.decode(sequence.input_ids[:n_prompt]) == render_prompt(tokenizer, seen)
+        assert "You should go down twice." in render_prompt(tokenizer, seen)
+    if memory == "full":
+        assert "You should go down twice." in tokenizer.decode(episode_sequence(advised, tokenizer, prompts).input_ids)

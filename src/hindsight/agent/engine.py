@@ -64,12 +64,17 @@ class ReplayTurn:
 
 @dataclass(frozen=True)
 class Task:
-    """One episode to run: a task instance (seed), an optional replayed prefix."""
+    """One episode to run: a task instance (seed), an optional replayed prefix.
+
+    `guidance` is advice shown to the policy in its system prompt for this episode
+    only (ECHO puts a critique there); the trajectory records it.
+    """
 
     seed: int
     sample: int = 0
     prefix: tuple[ReplayTurn, ...] = ()
     meta: Mapping[str, Any] = field(default_factory=dict)
+    guidance: str = ""
 
 
 @dataclass(frozen=True)
@@ -193,6 +198,7 @@ def _finish(episode: _Episode, config: RolloutConfig) -> Trajectory:
         terminated=episode.terminated,
         truncated=episode.truncated,
         meta=meta,
+        guidance=task.guidance,
     )
 
 
@@ -222,7 +228,9 @@ class RolloutEngine:
         return params
 
     def request(self, episode: _Episode) -> GenerationRequest:
-        messages = self.prompts.build(episode.env.instruction, episode.steps, episode.observation)
+        messages = self.prompts.build(
+            episode.env.instruction, episode.steps, episode.observation, guidance=episode.task.guidance
+        )
         return GenerationRequest(messages=messages, env=episode.env)
 
     def iter_run(self, tasks: Iterable[Task]) -> Iterator[Trajectory]:

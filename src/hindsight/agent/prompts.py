@@ -1,8 +1,9 @@
 """Building the chat prompt the policy sees at each turn.
 
-Prompt = system message (the environment's rules and the answer format) + the
-history of earlier turns as user/assistant pairs + the current observation. The
-history mode decides how many earlier turns are shown:
+Prompt = system message (the environment's rules and the answer format, plus any
+guidance given for this episode, such as a critic's advice) + the history of earlier
+turns as user/assistant pairs + the current observation. The history mode decides how
+many earlier turns are shown:
 
 - `full`: every earlier turn;
 - `none`: only the current observation (TIDE's Memory Index needs this);
@@ -25,6 +26,10 @@ DEFAULT_SYSTEM_TEMPLATE = (
     "Answer every turn with a short reasoning inside <analysis></analysis> followed by exactly one "
     "action, written as the rules above say, inside <action></action>."
 )
+
+# Guidance sits in the system message so that it stays in view on every turn, whatever
+# the history mode.
+DEFAULT_GUIDANCE_TEMPLATE = "Advice from a review of your previous attempt at this same task:\n{guidance}"
 
 INVALID_FEEDBACK = (
     "Your previous answer had no valid <action>…</action> block ({reason}). "
@@ -70,13 +75,18 @@ class PromptBuilder:
 
     memory: Memory = Memory(None)
     system_template: str = DEFAULT_SYSTEM_TEMPLATE
+    guidance_template: str = DEFAULT_GUIDANCE_TEMPLATE
 
-    def system(self, instruction: str) -> str:
-        return self.system_template.replace("{instruction}", instruction.strip())
+    def system(self, instruction: str, guidance: str = "") -> str:
+        """The system message; non-empty `guidance` is appended to it."""
+        text = self.system_template.replace("{instruction}", instruction.strip())
+        if guidance.strip():
+            text += "\n\n" + self.guidance_template.replace("{guidance}", guidance.strip())
+        return text
 
-    def build(self, instruction: str, history: Sequence[Step], observation: str) -> Conversation:
+    def build(self, instruction: str, history: Sequence[Step], observation: str, guidance: str = "") -> Conversation:
         shown = self.memory.visible(history)
-        messages = [ChatMessage("system", self.system(instruction))]
+        messages = [ChatMessage("system", self.system(instruction, guidance))]
         omitted = len(history) - len(shown)
         for position, step in enumerate(shown):
             prefix = f"(The first {omitted} turns are not shown.)\n" if position == 0 and omitted else ""

@@ -14,7 +14,7 @@ import sys
 
 from hindsight import __version__
 
-COMMAND_MODULES = ("envs", "eval", "train", "diagnose", "report", "sweep")
+COMMAND_MODULES = ("envs", "eval", "train", "echo", "diagnose", "report", "sweep")
 
 #: Exit code for user mistakes (unknown env, unknown model, bad arguments).
 USAGE_ERROR = 2

@@ -3,6 +3,8 @@
     hindsight train sft  --config recipes/sft-frozenlake.yaml --out runs/sft
     hindsight train grpo --config recipes/smoke-grpo.yaml --set updates=4 --out runs/grpo
     hindsight train grpo --resume runs/grpo
+    hindsight train critic-sft --config recipes/critic-sft-blocksworld.yaml --out runs/critic-sft
+    hindsight train echo --config recipes/smoke-echo.yaml --out runs/echo
     hindsight train grpo --show-config          # every key, its default and meaning
 """
 
@@ -24,11 +26,13 @@ class MethodEntry:
 METHODS = {
     "sft": MethodEntry("hindsight.methods.sft", "SFTConfig", "train_sft", resumable=False),
     "grpo": MethodEntry("hindsight.methods.grpo", "GRPOConfig", "train_grpo", resumable=True),
+    "echo": MethodEntry("hindsight.methods.echo", "ECHOConfig", "train_echo", resumable=True),
+    "critic-sft": MethodEntry("hindsight.methods.critic_sft", "CriticSFTConfig", "train_critic_sft", resumable=False),
 }
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("train", help="train a model (sft, grpo)", description=__doc__,
+    parser = subparsers.add_parser("train", help="train a model (sft, grpo, echo, critic-sft)", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("method", choices=sorted(METHODS))
     parser.add_argument("--config", help="YAML file whose keys are the method's config fields")
@@ -59,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
         if not (Path(args.resume) / "config.yaml").is_file():
             raise CLIError(f"{args.resume} is not a run directory (no config.yaml)")
-        path = _guarded(train, None, args.resume, resume=True)
+        path = run_guarded(train, None, args.resume, resume=True)
     else:
         if not args.out:
             raise CLIError("--out DIR is required for a new run")
@@ -67,12 +71,12 @@ def run(args: argparse.Namespace) -> int:
             config = load_config(config_cls, args.config, args.overrides)
         except ConfigError as exc:
             raise CLIError(str(exc)) from None
-        path = _guarded(train, config, args.out)
+        path = run_guarded(train, config, args.out)
     print(f"run directory: {path}")
     return 0
 
 
-def _guarded(train, *args, **kwargs):
+def run_guarded(train, *args, **kwargs):
     """Run a training function, turning user mistakes (bad env, model, config) into one line."""
     from hindsight.cli.main import CLIError
     from hindsight.configs import ConfigError

@@ -55,6 +55,9 @@ def trajectory_to_record(trajectory: Trajectory) -> dict[str, Any]:
         final_state_key=trajectory.final_state_key,
         steps=[step_to_record(step) for step in trajectory.steps],
     )
+    if trajectory.guidance:
+        # Only episodes that were shown advice carry the field, so other logs stay as they were.
+        record["guidance"] = trajectory.guidance
     # Method-specific extras (e.g. an `echo` object) sit at the top level of the record.
     for key, value in trajectory.meta.items():
         if key in record:
@@ -66,6 +69,7 @@ def trajectory_to_record(trajectory: Trajectory) -> dict[str, Any]:
 _TRAJECTORY_FIELDS = {
     "id", "env", "env_kwargs", "seed", "split", "model", "memory", "instruction", "success", "score",
     "num_steps", "terminated", "truncated", "final_observation", "final_state_key", "steps", "kind", "version",
+    "guidance",
 }
 
 
@@ -119,6 +123,7 @@ def trajectory_from_record(record: Mapping[str, Any]) -> Trajectory:
             score=float(record["score"]),
             terminated=bool(record.get("terminated", False)),
             truncated=bool(record.get("truncated", False)),
+            guidance=str(record.get("guidance") or ""),
             meta={key: value for key, value in record.items() if key not in _TRAJECTORY_FIELDS},
         )
     except (KeyError, TypeError, ValueError) as exc:

@@ -6,21 +6,29 @@ share lives here so that it exists once.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import random
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeVar
 
 import torch
 
 from hindsight.agent.engine import RolloutConfig
 from hindsight.agent.evaluate import EvalSummary, evaluate_policy
 from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory
-from hindsight.configs import option
+from hindsight.algos.grpo import Aggregation
+from hindsight.configs import ConfigError, from_mapping, option
 from hindsight.logs import RunDir
+from hindsight.train.checkpoint import list_checkpoints, load_checkpoint
 from hindsight.train.model import LoraSettings, TrainableModel
-from hindsight.types import SamplingParams
+from hindsight.train.sequences import TrainingSequence
+from hindsight.train.update import UpdateSettings, UpdateStats
+from hindsight.types import SamplingParams, Trajectory
+
+C = TypeVar("C")
 
 
 def load_trainable(
@@ -70,7 +78,9 @@ class TrainingBasics:
     lora_alpha: int = option(32, "LoRA alpha (must match a checkpoint the run starts from)")
     full_finetune: bool = option(False, "train all weights instead of a LoRA adapter")
     seed: int = option(0, "seed of sampling and data order")
-    tensorboard: bool = option(False, "mirror metrics to TensorBoard")
+    tensorboard: bool = option(False, "mirror metrics to TensorBoard (in the run's tensorboard/ folder)")
+    wandb_project: str = option("", "mirror metrics and the config to this Weights & Biases project "
+                                    "(needs `pip install wandb`; WANDB_MODE=offline works without a network)")
 
     def __post_init__(self) -> None:
         Memory.parse(self.memory)
@@ -87,6 +97,158 @@ class TrainingBasics:
         return EvalSettings(self.env, self.env_kwargs, self.rollout_config(
             SamplingParams(temperature=self.eval_temperature, max_new_tokens=self.max_new_tokens), "test"
         ))
+
+
+@dataclass(frozen=True)
+class SupervisedBasics(TrainingBasics):
+    """Config fields of the supervised (behaviour-cloning) methods."""
+
+    epochs: int = option(2, "passes over the training sequences")
+    batch_size: int = option(16, "sequences per optimizer step")
+    micro_batch_size: int = option(8, "sequences per forward/backward (gradient accumulation)")
+    lr: float = option(3e-4, "peak learning rate")
+    warmup_steps: int = option(5, "linear warm-up steps")
+
+
+def fit_supervised(
+    model: TrainableModel, sequences: Sequence[TrainingSequence], config: SupervisedBasics, metrics: MetricsLog,
+    area: str = "sft",
+) -> tuple[int, torch.optim.Optimizer, Any]:
+    """Minimise the token-mean NLL of the masked-in tokens for the active role.
+
+    Shuffled batches of `batch_size` sequences (a remainder smaller than a batch is
+    dropped each epoch), AdamW with warm-up and cosine decay, gradient accumulation
+    over micro-batches. Logs one `area/…` row per step; returns (steps, optimizer, scheduler).
+    """
+    from hindsight.train.update import sft_loss
+
+    steps_per_epoch = max(1, len(sequences) // config.batch_size)
+    optimizer, scheduler = make_optimizer(
+        model.parameters(), config.lr, config.weight_decay, config.warmup_steps, steps_per_epoch * config.epochs
+    )
+    order_rng = random.Random(config.seed)
+    step = 0
+    model.model.train()
+    for epoch in range(config.epochs):
+        order = list(range(len(sequences)))
+        order_rng.shuffle(order)
+        for first in range(0, steps_per_epoch * config.batch_size, config.batch_size):
+            step_started = time.perf_counter()
+            batch = [sequences[i] for i in order[first : first + config.batch_size]]
+            tokens = sum(s.num_loss_tokens for s in batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss_total = 0.0
+            for m in range(0, len(batch), config.micro_batch_size):
+                micro = batch[m : m + config.micro_batch_size]
+                # Weight each micro-batch by its share of target tokens: the step then
+                # minimises the token-mean loss of the whole batch.
+                loss = sft_loss(model, micro) * sum(s.num_loss_tokens for s in micro) / tokens
+                loss.backward()
+                loss_total += loss.item()
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm))
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            metrics.log(step, {
+                f"{area}/loss": loss_total, f"{area}/grad_norm": grad_norm, f"{area}/lr": scheduler.get_last_lr()[0],
+                f"{area}/epoch": epoch, "timing/step_s": time.perf_counter() - step_started,
+            })
+    model.model.eval()
+    return step, optimizer, scheduler
+
+
+@dataclass(frozen=True)
+class PolicyGradientBasics(TrainingBasics):
+    """Config fields of the group-relative policy-gradient methods (GRPO, ECHO)."""
+
+    init_from: str = option("", "run directory (e.g. an SFT run) whose latest checkpoint initialises the policy")
+    updates: int = option(20, "number of updates")
+    tasks_per_update: int = option(4, "task instances per update")
+    group_size: int = option(8, "samples per task instance: GRPO's G trajectories, ECHO's N critiques and refinements")
+    reward: str = option("score", "trajectory return: score (graded, final) or success (0/1)")
+    temperature: float = option(1.0, "sampling temperature of training rollouts")
+    lr: float = option(2e-5, "peak learning rate")
+    warmup_steps: int = option(0, "linear warm-up optimizer steps")
+    epochs: int = option(1, "optimizer steps on each batch of rollouts (>1 makes the clipping active)")
+    micro_batch_size: int = option(8, "sequences per forward/backward")
+    clip_low: float = option(0.2, "lower clip ε (ratio ≥ 1 − ε)")
+    clip_high: float = option(0.2, "upper clip ε (ratio ≤ 1 + ε); DAPO's clip-higher uses 0.28")
+    kl_coef: float = option(0.0, "β of the k3 KL to the base model (0 disables it)")
+    aggregation: str = option("sequence_mean", "sequence_mean (GRPO's 1/|o_i|) or token_mean (DAPO)")
+    normalize_std: bool = option(True, "divide advantages by the group's standard deviation")
+    gradient_checkpointing: bool = option(False, "trade compute for memory in the update")
+    eval_every: int = option(5, "evaluate on the validation split every N updates (0 disables)")
+    eval_episodes: int = option(50, "tasks per evaluation")
+    final_eval_split: str = option("test", "split evaluated at the end ('' skips it)")
+    final_eval_episodes: int = option(100, "tasks of the final evaluation")
+    checkpoint_every: int = option(5, "save a checkpoint every N updates")
+    keep_checkpoints: int = option(2, "checkpoints kept on disk (newest)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.reward not in ("score", "success"):
+            raise ValueError("reward must be 'score' or 'success'")
+        Aggregation(self.aggregation)
+        if self.group_size < 2:
+            raise ValueError("group_size must be >= 2 (advantages are relative to the group)")
+
+    def update_settings(self) -> UpdateSettings:
+        return UpdateSettings(
+            clip_low=self.clip_low, clip_high=self.clip_high, kl_coef=self.kl_coef,
+            aggregation=Aggregation(self.aggregation), epochs=self.epochs,
+            micro_batch_size=self.micro_batch_size, max_grad_norm=self.max_grad_norm,
+        )
+
+
+def open_run(kind: str, config_cls: type[C], config: C | None, out: str | Path, resume: bool) -> tuple[RunDir, C]:
+    """The run directory and its config: written for a new run, read back when resuming."""
+    run = RunDir(out)
+    if resume:
+        config = from_mapping(config_cls, {k: v for k, v in run.read_config().items() if k != "kind"})
+    else:
+        run.write_config({"kind": kind, **asdict(config)})
+    return run, config
+
+
+def resume_latest(
+    run: RunDir, model: TrainableModel, optimizers: Mapping[str, Any], schedulers: Mapping[str, Any],
+    trajectory_logs: Sequence[str],
+) -> tuple[int, int]:
+    """Restore the run's latest checkpoint; returns (its update, environment steps so far), (0, 0) without one.
+
+    Metric rows and the named training-trajectory logs written after that checkpoint by
+    the interrupted process are dropped, so the resumed run writes them once.
+    """
+    checkpoints = list_checkpoints(run.path)
+    if not checkpoints:
+        return 0, 0
+    state = load_checkpoint(checkpoints[-1], model, optimizers, schedulers)
+    drop_records_after(run.path / "metrics.jsonl", state["step"], "step")
+    for name in trajectory_logs:
+        drop_records_after(run.trajectories_dir / f"{name}.jsonl", state["step"], "update")
+    return state["step"], state["env_steps"]
+
+
+def trajectory_return(trajectory: Trajectory, reward: str) -> float:
+    """A trajectory's return: its success (0/1) or its final task score."""
+    return float(trajectory.success) if reward == "success" else trajectory.score
+
+
+def load_latest(model: TrainableModel, run_path: str | Path, role: str | None = None) -> None:
+    """Initialise the model (or one role's adapter) from a run's latest checkpoint."""
+    checkpoints = list_checkpoints(run_path)
+    if not checkpoints:
+        raise ConfigError(f"no checkpoint in {run_path}")
+    model.load(checkpoints[-1].path / "model", role)
+
+
+def update_metrics(area: str, stats: UpdateStats, lr: float) -> dict[str, float]:
+    """Metric row entries of one role's update, named `area/…`."""
+    return {
+        f"{area}/loss": stats.loss, f"{area}/pg_loss": stats.pg_loss, f"{area}/kl": stats.kl,
+        f"{area}/clip_frac": stats.clip_frac, f"{area}/grad_norm": stats.grad_norm, f"{area}/lr": lr,
+        f"{area}/sequences": stats.sequences, f"{area}/tokens": stats.tokens,
+    }
 
 
 @dataclass(frozen=True)
@@ -123,29 +285,42 @@ def eval_metrics(prefix: str, summary: EvalSummary) -> dict[str, float]:
 
 
 class MetricsLog:
-    """metrics.jsonl rows plus an optional TensorBoard mirror."""
+    """metrics.jsonl rows (the source of truth) plus optional TensorBoard and W&B mirrors."""
 
-    def __init__(self, run: RunDir, tensorboard: bool = False):
+    def __init__(self, run: RunDir, config: TrainingBasics):
         self._rows = run.metrics_writer()
-        self._tb = None
-        if tensorboard:
+        self._tb = self._wandb = None
+        if config.tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
-            except ImportError as exc:
-                raise RuntimeError("tensorboard logging needs `pip install tensorboard`") from exc
+            except ImportError:
+                raise ConfigError("tensorboard: true needs `pip install tensorboard`") from None
             self._tb = SummaryWriter(str(run.path / "tensorboard"))
+        if config.wandb_project:
+            try:
+                import wandb
+            except ImportError:
+                raise ConfigError("wandb_project needs `pip install wandb`") from None
+            # One W&B run per run directory, so a resumed run continues the same W&B run.
+            run_id = "hs-" + hashlib.sha1(str(run.path.resolve()).encode()).hexdigest()[:16]
+            self._wandb = wandb.init(project=config.wandb_project, name=run.path.name, id=run_id, resume="allow",
+                                     dir=str(run.path), config=asdict(config))
 
     def log(self, step: int, metrics: Mapping[str, Any]) -> None:
         self._rows.write({"step": step, "time": round(time.time(), 3), **metrics})
+        scalars = {key: value for key, value in metrics.items() if isinstance(value, (int, float))}
         if self._tb is not None:
-            for key, value in metrics.items():
-                if isinstance(value, (int, float)):
-                    self._tb.add_scalar(key, value, step)
+            for key, value in scalars.items():
+                self._tb.add_scalar(key, value, step)
+        if self._wandb is not None:
+            self._wandb.log(scalars, step=step)
 
     def close(self) -> None:
         self._rows.close()
         if self._tb is not None:
             self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()
 
 
 def drop_records_after(path: Path, last_step: int, step_key: str) -> None:

@@ -24,66 +24,27 @@ import torch
 
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.evaluate import summarize
-from hindsight.algos.grpo import Aggregation, group_advantages, nonzero_variance_groups
-from hindsight.configs import from_mapping, option
-from hindsight.logs import RunDir
+from hindsight.algos.grpo import group_advantages, nonzero_variance_groups
+from hindsight.configs import option
 from hindsight.methods.common import (
-    MetricsLog, TrainingBasics, TrainingProgress, drop_records_after, eval_metrics, evaluate_trainable,
-    load_trainable, make_optimizer,
+    MetricsLog, PolicyGradientBasics, TrainingProgress, eval_metrics, evaluate_trainable, load_latest,
+    load_trainable, make_optimizer, open_run, resume_latest, trajectory_return, update_metrics,
 )
-from hindsight.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint, seed_everything
+from hindsight.train.checkpoint import save_checkpoint, seed_everything
 from hindsight.train.sequences import turn_sequences
-from hindsight.train.update import UpdateSettings, policy_gradient_update
-from hindsight.types import SamplingParams, Trajectory
+from hindsight.train.update import policy_gradient_update
+from hindsight.types import SamplingParams
 
 
 @dataclass(frozen=True)
-class GRPOConfig(TrainingBasics):
-    init_from: str = option("", "run directory (e.g. an SFT run) whose latest checkpoint initialises the policy")
-    updates: int = option(20, "number of GRPO updates")
-    tasks_per_update: int = option(4, "task instances per update")
-    group_size: int = option(8, "trajectories per task instance (G)")
-    reward: str = option("score", "trajectory return: score (graded, final) or success (0/1)")
-    temperature: float = option(1.0, "sampling temperature of training rollouts")
-    lr: float = option(2e-5, "peak learning rate")
-    warmup_steps: int = option(0, "linear warm-up optimizer steps")
-    epochs: int = option(1, "optimizer steps on each batch of rollouts (>1 makes the clipping active)")
-    micro_batch_size: int = option(8, "sequences per forward/backward")
-    clip_low: float = option(0.2, "lower clip ε (ratio ≥ 1 − ε)")
-    clip_high: float = option(0.2, "upper clip ε (ratio ≤ 1 + ε); DAPO's clip-higher uses 0.28")
-    kl_coef: float = option(0.0, "β of the k3 KL to the base model (0 disables it)")
-    aggregation: str = option("sequence_mean", "sequence_mean (GRPO's 1/|o_i|) or token_mean (DAPO)")
-    normalize_std: bool = option(True, "divide advantages by the group's standard deviation")
+class GRPOConfig(PolicyGradientBasics):
     drop_zero_variance: bool = option(False, "DAPO: skip groups whose returns are all equal")
-    gradient_checkpointing: bool = option(False, "trade compute for memory in the update")
-    eval_every: int = option(5, "evaluate on the validation split every N updates (0 disables)")
-    eval_episodes: int = option(50, "tasks per evaluation")
-    final_eval_split: str = option("test", "split evaluated at the end ('' skips it)")
-    final_eval_episodes: int = option(100, "tasks of the final evaluation")
-    checkpoint_every: int = option(5, "save a checkpoint every N updates")
-    keep_checkpoints: int = option(2, "checkpoints kept on disk (newest)")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.reward not in ("score", "success"):
-            raise ValueError("reward must be 'score' or 'success'")
-        Aggregation(self.aggregation)
-        if self.group_size < 2:
-            raise ValueError("group_size must be >= 2 (advantages are relative to the group)")
-
-
-def trajectory_return(trajectory: Trajectory, reward: str) -> float:
-    return float(trajectory.success) if reward == "success" else trajectory.score
 
 
 def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> Path:
     from hindsight.envs import make
 
-    run = RunDir(out)
-    if resume:
-        config = from_mapping(GRPOConfig, {k: v for k, v in run.read_config().items() if k != "kind"})
-    else:
-        run.write_config({"kind": "grpo", **asdict(config)})
+    run, config = open_run("grpo", GRPOConfig, config, out, resume)
     seed_everything(config.seed)
     env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
     train_seeds = env_factory().split_seeds("train", config.updates * config.tasks_per_update)
@@ -91,26 +52,16 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
     model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, config.full_finetune,
                            config.gradient_checkpointing)
     if config.init_from:
-        checkpoints = list_checkpoints(config.init_from)
-        if not checkpoints:
-            raise ValueError(f"no checkpoint in {config.init_from}")
-        model.load(checkpoints[-1].path / "model")
+        load_latest(model, config.init_from)
     optimizer, scheduler = make_optimizer(model.parameters(), config.lr, config.weight_decay, config.warmup_steps,
                                           config.updates * config.epochs)
-    settings = UpdateSettings(
-        clip_low=config.clip_low, clip_high=config.clip_high, kl_coef=config.kl_coef,
-        aggregation=Aggregation(config.aggregation), epochs=config.epochs,
-        micro_batch_size=config.micro_batch_size, max_grad_norm=config.max_grad_norm,
-    )
+    settings = config.update_settings()
     eval_settings = config.eval_settings()
 
     start, env_steps = 0, 0
-    if resume and (checkpoints := list_checkpoints(run.path)):
-        state = load_checkpoint(checkpoints[-1], model, {"policy": optimizer}, {"policy": scheduler})
-        start, env_steps = state["step"], state["env_steps"]
-        drop_records_after(run.path / "metrics.jsonl", start, "step")
-        drop_records_after(run.trajectories_dir / "train.jsonl", start, "update")
-    metrics = MetricsLog(run, config.tensorboard)
+    if resume:
+        start, env_steps = resume_latest(run, model, {"policy": optimizer}, {"policy": scheduler}, ("train",))
+    metrics = MetricsLog(run, config)
     train_log = run.trajectory_writer("train", env=config.env, split="train")
 
     if start == 0 and config.eval_every:
@@ -173,10 +124,8 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
             }
             if stats is not None:
                 row.update({
-                    "policy/loss": stats.loss, "policy/pg_loss": stats.pg_loss, "policy/kl": stats.kl,
-                    "policy/clip_frac": stats.clip_frac, "policy/grad_norm": stats.grad_norm,
-                    "policy/lr": scheduler.get_last_lr()[0], "policy/sequences": stats.sequences,
-                    "policy/tokens": stats.tokens, "timing/forward_backward_s": stats.forward_backward_s,
+                    **update_metrics("policy", stats, scheduler.get_last_lr()[0]),
+                    "timing/forward_backward_s": stats.forward_backward_s,
                     "throughput/update_tokens_per_s": stats.tokens * config.epochs / max(stats.seconds, 1e-9),
                 })
 

@@ -198,8 +198,19 @@ class TrainableModel:
         state = {name: p.detach().cpu() for name, p in self.model.named_parameters() if p.requires_grad or self._is_adapter(name)}
         torch.save(state, folder / "weights.pt")
 
-    def load(self, folder: str | Path) -> None:
+    def load(self, folder: str | Path, role: str | None = None) -> None:
+        """Copy saved weights into this model; with `role`, only that role's adapter.
+
+        Adapter weights are named after their role, so a checkpoint of a run with other
+        roles (an SFT policy, a critic warm start) can initialise one role of this model.
+        """
         state = torch.load(Path(folder) / "weights.pt", map_location="cpu", weights_only=True)
+        if role is not None:
+            if self.lora is None:
+                raise ValueError("loading one role's weights needs LoRA adapters")
+            state = {name: tensor for name, tensor in state.items() if f".{role}." in name}
+            if not state:
+                raise ValueError(f"{folder} holds no weights of the {role!r} adapter")
         current = dict(self.model.named_parameters())
         missing = [name for name in state if name not in current]
         if missing:

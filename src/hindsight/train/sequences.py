@@ -7,7 +7,11 @@ padding tokens have mask 0, in both layouts:
   saw it (rebuilt with the run's `PromptBuilder`) followed by its response;
 - whole episode (`episode_sequence`): the full conversation once, every assistant turn
   masked in. Only meaningful with full history, where each turn's prompt is the
-  previous conversation; it is cheaper because shared context is encoded once.
+  previous conversation; it is cheaper because shared context is encoded once;
+- one reply (`reply_sequence`): any chat prompt and the single answer generated for it
+  (ECHO's critiques, supervised critic targets).
+
+Prompts include the trajectory's `guidance`, exactly as the engine showed it.
 
 A response that ended on its own gets the tokenizer's end-of-turn token appended (the
 model must learn to stop); one cut off at the token budget does not.
@@ -61,12 +65,34 @@ def render_prompt(tokenizer: ChatTokenizer, messages: Conversation) -> str:
     return tokenizer.apply_chat_template(_as_dicts(messages), tokenize=False, add_generation_prompt=True)
 
 
-def response_ids(tokenizer: ChatTokenizer, step: Step) -> list[int]:
-    """The step's generated tokens (re-encoded from text when ids were not logged)."""
-    ids = list(step.token_ids) if step.token_ids else tokenizer.encode(step.raw, add_special_tokens=False)
-    if step.finish_reason != "length" and (not ids or ids[-1] != tokenizer.eos_token_id):
+def reply_ids(
+    tokenizer: ChatTokenizer, text: str, token_ids: Sequence[int] | None, finish_reason: str | None
+) -> list[int]:
+    """Generated tokens of one reply (re-encoded from text when ids are unknown), closed
+    with the end-of-turn token unless the reply was cut off at the token budget."""
+    ids = list(token_ids) if token_ids else tokenizer.encode(text, add_special_tokens=False)
+    if finish_reason != "length" and (not ids or ids[-1] != tokenizer.eos_token_id):
         ids.append(tokenizer.eos_token_id)
     return ids
+
+
+def response_ids(tokenizer: ChatTokenizer, step: Step) -> list[int]:
+    """The step's generated tokens (re-encoded from text when ids were not logged)."""
+    return reply_ids(tokenizer, step.raw, step.token_ids, step.finish_reason)
+
+
+def reply_sequence(
+    tokenizer: ChatTokenizer, messages: Conversation, response: Sequence[int], sequence_id: str,
+    turns: tuple[int, ...] = (0,),
+) -> TrainingSequence:
+    """A chat prompt followed by one reply's tokens; only the reply is masked in."""
+    prompt = tokenizer.encode(render_prompt(tokenizer, messages), add_special_tokens=False)
+    return TrainingSequence(
+        input_ids=tuple(prompt) + tuple(response),
+        loss_mask=(0,) * len(prompt) + (1,) * len(response),
+        trajectory_id=sequence_id,
+        turns=turns,
+    )
 
 
 def turn_sequences(
@@ -76,17 +102,9 @@ def turn_sequences(
     sequences = []
     for index in range(trajectory.num_steps) if turns is None else turns:
         step = trajectory.steps[index]
-        messages = prompts.build(trajectory.instruction, trajectory.steps[:index], step.observation)
-        prompt = tokenizer.encode(render_prompt(tokenizer, messages), add_special_tokens=False)
-        response = response_ids(tokenizer, step)
-        sequences.append(
-            TrainingSequence(
-                input_ids=tuple(prompt + response),
-                loss_mask=(0,) * len(prompt) + (1,) * len(response),
-                trajectory_id=trajectory.id,
-                turns=(index,),
-            )
-        )
+        messages = prompts.build(trajectory.instruction, trajectory.steps[:index], step.observation,
+                                 guidance=trajectory.guidance)
+        sequences.append(reply_sequence(tokenizer, messages, response_ids(tokenizer, step), trajectory.id, (index,)))
     return sequences
 
 
@@ -102,7 +120,8 @@ def episode_sequence(trajectory: Trajectory, tokenizer: ChatTokenizer, prompts: 
     mask: list[int] = []
     consumed = ""
     for step in trajectory.steps:
-        conversation = prompts.build(trajectory.instruction, trajectory.steps[: step.index], step.observation)
+        conversation = prompts.build(trajectory.instruction, trajectory.steps[: step.index], step.observation,
+                                     guidance=trajectory.guidance)
         text = render_prompt(tokenizer, conversation)
         if not text.startswith(consumed):
             raise ValueError("the chat template re-renders earlier turns differently; use turn_sequences")

@@ -1,0 +1,98 @@
+"""Cost of the GRPO update against a bare forward+backward over the same tokens.
+
+Builds real training sequences from the bundled model's own FrozenLake rollouts (sampled,
+so the groups have advantages), then times, on exactly the same micro-batches:
+
+- **update**: `policy_gradient_update` — collation, masked log-probs, the clipped loss,
+  backward, gradient clipping and the AdamW step;
+- **bare**: what any trainer pays at least — `model(input_ids, attention_mask,
+  labels=input_ids).loss.backward()` per micro-batch (full-vocabulary cross-entropy,
+  no masks, no optimizer step).
+
+Both run the LoRA-wrapped model, alternating, `--repeats` times; medians are reported as
+tokens/s and the update's overhead relative to bare. A negative overhead means the update
+is cheaper than the bare pass (it projects to the vocabulary only at loss positions).
+
+    OMP_NUM_THREADS=2 python benchmarks/update_overhead.py --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
+from hindsight.agent.prompts import Memory
+from hindsight.algos.grpo import group_advantages
+from hindsight.envs import make
+from hindsight.methods.common import load_trainable, make_optimizer
+from hindsight.train.model import collate
+from hindsight.train.sequences import turn_sequences
+from hindsight.train.update import UpdateSettings, _micro_batches, policy_gradient_update
+from hindsight.types import SamplingParams
+
+
+def bare_forward_backward(model, batches) -> None:
+    for batch in batches:
+        labels = batch.input_ids.masked_fill(batch.attention_mask == 0, -100)
+        model.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, labels=labels).loss.backward()
+    model.model.zero_grad(set_to_none=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=4)
+    parser.add_argument("--group-size", type=int, default=6)
+    parser.add_argument("--micro-batch-size", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    model = load_trainable("smollm2", ("policy",), lora_rank=16, lora_alpha=32, full_finetune=False)
+    env_kwargs = {"size": 3, "max_steps": 6}
+    config = RolloutConfig(memory=Memory.parse("none"), sampling=SamplingParams(temperature=1.0, max_new_tokens=24),
+                           concurrency=16, seed=0)
+    seeds = make("frozenlake", **env_kwargs).split_seeds("train", args.tasks)
+    engine = RolloutEngine(lambda: make("frozenlake", **env_kwargs), model.backend, config)
+    trajectories = engine.run([Task(seed=s, sample=j) for s in seeds for j in range(args.group_size)])
+    trajectories.sort(key=lambda t: t.id)
+    # Random returns: the timing does not depend on their values, only on every sequence
+    # carrying a non-zero advantage (so none is skipped).
+    returns = torch.rand(args.tasks, args.group_size, generator=torch.Generator().manual_seed(0))
+    advantages = group_advantages(returns).flatten().tolist()
+    sequences, sequence_adv = [], []
+    for trajectory, advantage in zip(trajectories, advantages):
+        for sequence in turn_sequences(trajectory, model.backend.tokenizer, config.prompt_builder()):
+            sequences.append(sequence)
+            sequence_adv.append(advantage)
+    groups = _micro_batches(sequences, args.micro_batch_size)
+    batches = [collate([sequences[i] for i in group], model.pad_id) for group in groups]
+    tokens = sum(b.num_tokens for b in batches)
+
+    optimizer, scheduler = make_optimizer(model.parameters(), 1e-6, 0.0, 0, 100)
+    settings = UpdateSettings(micro_batch_size=args.micro_batch_size)
+    model.model.train()
+    bare_forward_backward(model, batches[:1])  # warm-up
+    update_s, bare_s = [], []
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        policy_gradient_update(model, sequences, sequence_adv, optimizer, scheduler, settings)
+        update_s.append(time.perf_counter() - started)
+        model.model.train()
+        started = time.perf_counter()
+        bare_forward_backward(model, batches)
+        bare_s.append(time.perf_counter() - started)
+    update, bare = statistics.median(update_s), statistics.median(bare_s)
+    print(json.dumps({
+        "sequences": len(sequences), "tokens": tokens, "micro_batches": len(batches), "threads": torch.get_num_threads(),
+        "update_s": update_s, "bare_s": bare_s,
+        "update_tokens_per_s": tokens / update, "bare_tokens_per_s": tokens / bare,
+        "overhead": update / bare - 1.0,
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()

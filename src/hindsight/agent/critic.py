@@ -1,0 +1,317 @@
+"""Critics: written advice on a finished attempt, for ECHO's critique-and-refine round.
+
+A critic reads one trajectory (the task as the policy was given it, the environment's
+scoring criteria, every model turn with the environment's reply, and the official
+final score) and answers in two sections:
+
+    <reasoning>what the attempt missed and where it went wrong</reasoning>
+    <critique>one or two short suggestions to the agent, as "You …"; "none" at a full score</critique>
+
+The critique section becomes the `guidance` of the policy's next attempt at the same
+task instance. Parsing is tolerant and never raises: whatever the critic wrote is used
+and scored like any other critique, with the problem recorded in `parse_error`.
+
+Three critics share one interface, `critique(attempts, n, sampling)`:
+
+- `ModelCritic`: any backend — the critic adapter of the model being trained, a
+  separate local model, an API model.
+- `TemplateCritic`: rule-based, from an oracle comparison (`template_critique`): replay
+  the attempt with the environment's planner and point at the first turn after which
+  the planner's remaining plan got no shorter. A baseline, and the source of the
+  supervised targets that warm-start a small critic (`methods/critic_sft.py`).
+- `NoCritic`: writes nothing, which turns refinement into plain regeneration.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+from hindsight.agent.engine import ReplayDivergence
+from hindsight.agent.prompts import PromptBuilder
+from hindsight.llm.base import ModelBackend
+from hindsight.types import ChatMessage, Conversation, GenerationRequest, SamplingParams, Trajectory
+
+CRITIC_SYSTEM_PROMPT = (
+    "You review one attempt by an agent at a task, so that its next attempt at the same task does better. "
+    "You are shown how the task is scored, the task as the agent was given it, each of the agent's turns with "
+    "the environment's reply, and the official score of the attempt. The official score is correct and final; "
+    "do not dispute it.\n"
+    "Answer with exactly two sections and nothing else:\n"
+    "<reasoning>Which scoring requirements the attempt missed, and the turn where it first went wrong.</reasoning>\n"
+    "<critique>One or two short, concrete suggestions that fix the most important problem, speaking to the agent "
+    'as "You". No praise. If the score is already full, write only: none</critique>'
+)
+
+#: Longest critique (in characters) put into the policy's prompt; longer text is cut.
+MAX_CRITIQUE_CHARS = 600
+
+_CRITIQUE_NAMES = "critique|critic|feedback|advice"
+_REASONING_NAMES = "reasoning|reason|analysis|think"
+_CLOSED = {
+    kind: re.compile(rf"<\s*({names})\s*>(.*?)<\s*/\s*\1\s*>", re.IGNORECASE | re.DOTALL)
+    for kind, names in (("critique", _CRITIQUE_NAMES), ("reasoning", _REASONING_NAMES))
+}
+_OPEN_CRITIQUE = re.compile(rf"<\s*(?:{_CRITIQUE_NAMES})\s*>(.*)$", re.IGNORECASE | re.DOTALL)
+_OPEN_REASONING = re.compile(
+    rf"<\s*(?:{_REASONING_NAMES})\s*>(.*?)(?=<\s*(?:{_CRITIQUE_NAMES})\s*>|$)", re.IGNORECASE | re.DOTALL
+)
+# Only the answer's own section tags are stripped: a critique may quote e.g. <action>…</action>.
+_SECTION_TAG = re.compile(rf"<\s*/?\s*(?:{_CRITIQUE_NAMES}|{_REASONING_NAMES})\s*>", re.IGNORECASE)
+_NONE_ANSWERS = {"none", "n/a", "no suggestions", "nothing"}
+
+
+@dataclass(frozen=True)
+class ParsedCritique:
+    """The two sections of a critic's answer.
+
+    `critique` is the critique section as written (cut to MAX_CRITIQUE_CHARS), or the
+    best stand-in when the section is missing; `parse_error` says what was wrong.
+    """
+
+    reasoning: str | None
+    critique: str
+    parse_error: str | None = None
+
+    @property
+    def advice(self) -> str:
+        """What the policy is shown: the critique, or nothing when it says "none"."""
+        return "" if self.critique.strip().strip(".!\"'").lower() in _NONE_ANSWERS else self.critique
+
+
+def _tidy(text: str) -> str:
+    return _SECTION_TAG.sub(" ", text).strip()[:MAX_CRITIQUE_CHARS].strip()
+
+
+def parse_critique(text: str) -> ParsedCritique:
+    """Split a critic's answer into reasoning and critique. Never raises.
+
+    The last closed `<critique>` section wins (synonyms: critic, feedback, advice). A
+    section cut off by the token budget is used as far as it goes. Without any
+    critique tag, the text outside the reasoning section is used instead, so a
+    malformed answer still reaches the policy and is scored like any other.
+    """
+    if not isinstance(text, str) or not text.strip():
+        return ParsedCritique(None, "", "empty answer")
+    closed_reasoning = _CLOSED["reasoning"].findall(text)
+    open_reasoning = _OPEN_REASONING.search(text)
+    if closed_reasoning:
+        reasoning: str | None = closed_reasoning[-1][1].strip()
+    else:
+        reasoning = _tidy(open_reasoning.group(1)) if open_reasoning else None
+    sections = _CLOSED["critique"].findall(text)
+    if sections:
+        return ParsedCritique(reasoning, _tidy(sections[-1][1]))
+    dangling = _OPEN_CRITIQUE.search(text)
+    if dangling:
+        return ParsedCritique(reasoning, _tidy(dangling.group(1)), "critique section not closed")
+    rest = _tidy(_CLOSED["reasoning"].sub(" ", text)) if closed_reasoning else ("" if open_reasoning else _tidy(text))
+    if not rest:
+        return ParsedCritique(reasoning, "", "no <critique> section")
+    return ParsedCritique(reasoning, rest, "no <critique> section; the rest of the answer is used")
+
+
+@dataclass(frozen=True)
+class Critique:
+    """One critic answer about one attempt.
+
+    `prompt`, `token_ids` and `finish_reason` are set for model critics: they are what
+    training the critic needs. Rule-based critics leave them empty.
+    """
+
+    output: str
+    parsed: ParsedCritique
+    prompt: Conversation = ()
+    token_ids: tuple[int, ...] | None = None
+    finish_reason: str | None = None
+
+    @property
+    def advice(self) -> str:
+        return self.parsed.advice
+
+    @property
+    def generated(self) -> bool:
+        """Whether a model produced this answer (so it can be trained on)."""
+        return bool(self.prompt) and self.finish_reason in ("stop", "length")
+
+
+def _feedback_line(feedback: str) -> str:
+    return next((line.strip() for line in feedback.splitlines() if line.strip()), "")
+
+
+@dataclass(frozen=True)
+class CriticPrompt:
+    """Builds what the critic reads about one attempt.
+
+    `task_prompts` is how the policy was prompted: its system message (without any
+    guidance) is the task the critic is shown. Each turn is the model's full response
+    and the first line of the environment's reply (the sentence saying what happened);
+    the start and final states are shown in full.
+    """
+
+    criteria: str
+    task_prompts: PromptBuilder
+    system: str = CRITIC_SYSTEM_PROMPT
+
+    def build(self, attempt: Trajectory) -> Conversation:
+        start = attempt.steps[0].observation if attempt.steps else attempt.final_observation
+        turns = [
+            f"Turn {step.index + 1}:\n<model_response>{step.raw.strip()}</model_response>\n"
+            f"<env_feedback>{_feedback_line(step.feedback)}</env_feedback>"
+            for step in attempt.steps
+        ]
+        outcome = "solved" if attempt.success else "not solved"
+        user = "\n\n".join([
+            f"## Scoring criteria\n{self.criteria.strip()}",
+            f"## Task given to the agent\n{self.task_prompts.system(attempt.instruction)}",
+            f"## Start state\n{start.strip()}",
+            "## The attempt\n" + ("\n".join(turns) if turns else "(the agent stopped before its first action)"),
+            f"## Final state\n{attempt.final_observation.strip()}",
+            f"## Official score\n{attempt.score:.2f} out of 1 ({outcome}, {attempt.num_steps} turns).",
+        ])
+        return (ChatMessage("system", self.system), ChatMessage("user", user))
+
+
+class Critic(Protocol):
+    """Writes n critiques of each attempt."""
+
+    name: str
+
+    def critique(self, attempts: Sequence[Trajectory], n: int, sampling: SamplingParams) -> list[list[Critique]]:
+        """[len(attempts)][n] critiques, in attempt order."""
+
+
+class ModelCritic:
+    """A language-model critic: every critique of a batch in one `generate` call."""
+
+    def __init__(self, backend: ModelBackend, prompt: CriticPrompt, name: str = ""):
+        self.backend = backend
+        self.prompt = prompt
+        self.name = name or backend.spec
+
+    def critique(self, attempts: Sequence[Trajectory], n: int, sampling: SamplingParams) -> list[list[Critique]]:
+        prompts = [self.prompt.build(attempt) for attempt in attempts]
+        requests = [GenerationRequest(messages=messages) for messages in prompts for _ in range(n)]
+        completions = self.backend.generate(requests, sampling)
+        if len(completions) != len(requests):
+            raise RuntimeError(f"critic {self.name!r} returned {len(completions)} answers for {len(requests)} prompts")
+        groups = []
+        for index, messages in enumerate(prompts):
+            group = []
+            for completion in completions[index * n : (index + 1) * n]:
+                if completion.error is not None:
+                    parsed = ParsedCritique(None, "", f"backend error: {completion.error}")
+                else:
+                    parsed = parse_critique(completion.text)
+                group.append(Critique(completion.text, parsed, messages, completion.token_ids,
+                                      completion.finish_reason))
+            groups.append(group)
+        return groups
+
+
+class TemplateCritic:
+    """The rule-based critic: the same oracle-comparison critique, n times."""
+
+    name = "template"
+
+    def critique(self, attempts: Sequence[Trajectory], n: int, sampling: SamplingParams) -> list[list[Critique]]:
+        groups = []
+        for attempt in attempts:
+            text = template_critique(attempt)
+            groups.append([Critique(text, parse_critique(text))] * n)
+        return groups
+
+
+class NoCritic:
+    """No advice at all: refinement becomes a plain re-attempt (the regeneration baseline)."""
+
+    name = "none"
+
+    def critique(self, attempts: Sequence[Trajectory], n: int, sampling: SamplingParams) -> list[list[Critique]]:
+        return [[Critique("", ParsedCritique(None, ""))] * n for _ in attempts]
+
+
+# -- the template critic ------------------------------------------------------------
+
+# The planner's plans are at most a few times the size of the task; far beyond that it is lost.
+_PLAN_LIMIT = 10_000
+
+
+def planner_distance(env: Any) -> float:
+    """Actions the environment's planner needs from the current state to success.
+
+    Runs the planner on a copy, so `env` is untouched. Infinite once the episode has
+    ended unsolved (e.g. a fall into a hole); 0 when it is solved.
+    """
+    if env.done:
+        return 0.0 if env.is_success() else math.inf
+    probe = copy.deepcopy(env)
+    moves = 0
+    while not probe.done and moves < _PLAN_LIMIT:
+        probe.step(probe.oracle_action())
+        moves += 1
+    return float(moves) if probe.is_success() else math.inf
+
+
+def _quote(text: str) -> str:
+    return '"' + " ".join(text.split()) + '"'
+
+
+def template_critique(attempt: Trajectory) -> str:
+    """A critique in the critic's format, from comparing the attempt with the env's planner.
+
+    The attempt is replayed on a fresh environment (without a step budget). The first
+    turn after which the planner's remaining plan is no shorter than before is where the
+    attempt departed from a good path: an unreadable answer, a refused action, a move
+    that ends the episode, or one that makes no progress. The critique names that turn
+    and the planner's move there. A solved attempt gets "none".
+
+    The planner is exact for FrozenLake and Sudoku; BlocksWorld's is a good but not
+    always shortest plan, so an equally good move can occasionally be flagged.
+    """
+    from hindsight.envs import make
+
+    if attempt.success:
+        return "<reasoning>The attempt solved the task; the score is full.</reasoning>\n<critique>none</critique>"
+    env = make(attempt.env, **{**attempt.env_kwargs, "max_steps": _PLAN_LIMIT})
+    env.reset(attempt.seed)
+    score = f"The attempt scored {attempt.score:.2f} of 1."
+    before = planner_distance(env)
+    for step in attempt.steps:
+        if env.state_key() != step.state_key:
+            raise ReplayDivergence(f"{attempt.id}: turn {step.index} does not replay to its recorded state")
+        move = env.oracle_action()
+        env.step(step.action or "")
+        after = planner_distance(env)
+        if after < before:
+            before = after
+            continue
+        turn = step.index + 1
+        progress = {1: "", 2: "Turn 1 made progress. "}.get(turn, f"Turns 1 to {turn - 1} made progress. ")
+        if step.action is None:
+            problem = "had no readable action"
+            advice = (f"At turn {turn} your answer had no readable action. "
+                      f"You should answer with <action>{move}</action> there.")
+        else:
+            if not step.valid:
+                problem = f"was refused ({_feedback_line(step.feedback)})"
+            elif math.isinf(after):
+                problem = "ended the episode without solving the task"
+            else:
+                problem = "did not bring the goal any closer"
+            advice = (f"At turn {turn} you chose {_quote(step.action)}, which {problem}. "
+                      f"You should do {_quote(move)} there instead.")
+        reasoning = f"{score} {progress}Turn {turn} {problem}; the planner's move there is {_quote(move)}."
+        return f"<reasoning>{reasoning}</reasoning>\n<critique>{advice}</critique>"
+    # Every turn made progress: the attempt stopped early or ran out of turns.
+    move = env.oracle_action()
+    if attempt.meta.get("stopped_by_agent"):
+        reasoning = f"{score} Every turn made progress, but the agent stopped before the task was solved."
+        advice = f"You stopped too early. You should continue with {_quote(move)}."
+    else:
+        reasoning = f"{score} Every turn made progress, but the attempt ran out of turns before the task was solved."
+        advice = f"You ran out of turns. You should keep going without pauses; the next move needed was {_quote(move)}."
+    return f"<reasoning>{reasoning}</reasoning>\n<critique>{advice}</critique>"

@@ -1,0 +1,144 @@
+"""Warm start of the ECHO critic by imitating the template critic.
+
+A 135M model cannot write a useful critique zero-shot, and a critic that never says
+anything useful gives ECHO's critic track no signal to learn from. This step is an
+honest bootstrap, not a learned critic: it clones the rule-based template critic
+(`hindsight.agent.critic.template_critique`), which compares each attempt with the
+environment's planner and names the first turn that made no progress and the planner's
+move there. The privileged information is the planner's; the critic adapter only sees
+what ECHO's critic sees (criteria, task, turns, score) and learns to write the same
+kind of critique from it. ECHO then continues from this adapter (`critic_init_from`).
+
+    attempts  the policy (e.g. the SFT warm start) samples attempts on train tasks, or
+              logged trajectories are read from a run
+    targets   the template critique of each attempt (solved ones: "none", capped in share)
+    sft       the critic adapter on (critic prompt → target), response tokens only
+    eval      greedy critiques of held-out validation attempts against their templates
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from hindsight.agent.critic import CriticPrompt, ModelCritic, parse_critique, template_critique
+from hindsight.agent.engine import RolloutEngine, Task
+from hindsight.configs import option
+from hindsight.logs import RunDir, read_trajectories
+from hindsight.methods.common import MetricsLog, SupervisedBasics, fit_supervised, load_latest, load_trainable
+from hindsight.train.checkpoint import save_checkpoint, seed_everything
+from hindsight.train.model import TrainableModel
+from hindsight.train.sequences import reply_ids, reply_sequence
+from hindsight.types import SamplingParams, Trajectory
+
+
+@dataclass(frozen=True)
+class CriticSFTConfig(SupervisedBasics):
+    policy_from: str = option("", "run directory whose latest checkpoint is the policy that makes the attempts "
+                                  "(e.g. the SFT warm start); empty: the base model")
+    attempts: str = option("", "critique logged trajectories instead (a run directory or .jsonl file)")
+    episodes: int = option(64, "train tasks the policy attempts")
+    samples_per_task: int = option(2, "attempts per task")
+    temperature: float = option(1.0, "sampling temperature of the attempts")
+    solved_share: float = option(0.2, "at most this share of the training attempts are solved ones (target: none)")
+    eval_episodes: int = option(16, "validation attempts critiqued greedily after training (0 skips it)")
+    critic_max_new_tokens: int = option(128, "token budget of a critique in the evaluation")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.solved_share < 1:
+            raise ValueError("solved_share must be in [0, 1)")
+        if self.episodes < 1 or self.samples_per_task < 1:
+            raise ValueError("episodes and samples_per_task must be >= 1")
+        if self.full_finetune:
+            raise ValueError("the critic is a LoRA adapter beside the policy; full_finetune must be false")
+
+
+def balance_solved(attempts: list[Trajectory], solved_share: float) -> list[Trajectory]:
+    """All unsolved attempts and, in order, as many solved ones as keep their share ≤ solved_share."""
+    budget = int(solved_share * sum(not t.success for t in attempts) / (1 - solved_share))
+    kept = []
+    for attempt in attempts:
+        if attempt.success:
+            if budget == 0:
+                continue
+            budget -= 1
+        kept.append(attempt)
+    return kept
+
+
+def policy_attempts(
+    config: CriticSFTConfig, model: TrainableModel, split: str, episodes: int, seed: int,
+) -> list[Trajectory]:
+    """`samples_per_task` sampled attempts of the policy role on each of the first `episodes` tasks of a split."""
+    from hindsight.envs import make
+
+    env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
+    seeds = env_factory().split_seeds(split, episodes)
+    sampling = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
+    engine = RolloutEngine(env_factory, model.backend, config.rollout_config(sampling, split, seed=seed))
+    return engine.run([Task(seed=s, sample=j) for s in seeds for j in range(config.samples_per_task)])
+
+
+def train_critic_sft(config: CriticSFTConfig, out: str | Path) -> Path:
+    from hindsight.envs import make
+
+    seed_everything(config.seed)
+    run = RunDir(out)
+    run.write_config({"kind": "critic-sft", **asdict(config)})
+    metrics = MetricsLog(run, config)
+    model = load_trainable(config.model, ("policy", "critic"), config.lora_rank, config.lora_alpha, False)
+    if config.policy_from:
+        load_latest(model, config.policy_from, "policy")
+    env = make(config.env, **config.env_kwargs)
+    critic_prompt = CriticPrompt(env.criteria, config.rollout_config(SamplingParams(), "train").prompt_builder())
+    tokenizer = model.backend.tokenizer
+
+    started = time.perf_counter()
+    if config.attempts:
+        attempts = [t for t in read_trajectories(config.attempts) if t.env == env.id]
+    else:
+        attempts = policy_attempts(config, model, "train", config.episodes, config.seed)
+    kept = balance_solved(attempts, config.solved_share)
+    if not kept:
+        raise ValueError(f"no {env.id} attempts to critique")
+    targets = [template_critique(attempt) for attempt in kept]
+    with run.trajectory_writer("attempts", env=config.env, split="train") as writer:
+        for attempt, target in zip(kept, targets):
+            writer.write_trajectory(attempt.with_meta(template_critique=target))
+    sequences = [
+        reply_sequence(tokenizer, critic_prompt.build(attempt), reply_ids(tokenizer, target, None, "stop"), attempt.id)
+        for attempt, target in zip(kept, targets)
+    ]
+    metrics.log(0, {"data/attempts": len(attempts), "data/kept": len(kept),
+                    "data/solved_share": sum(t.success for t in kept) / len(kept),
+                    "data/sequences": len(sequences), "timing/collect_s": time.perf_counter() - started})
+
+    model.activate("critic")
+    step, optimizer, scheduler = fit_supervised(model, sequences, config, metrics, area="critic_sft")
+    save_checkpoint(run.path, step, model, {"critic": optimizer}, {"critic": scheduler}, {"kind": "critic-sft"})
+
+    summary = {"kind": "critic-sft", "optimizer_steps": step, "attempts": len(kept)}
+    if config.eval_episodes:
+        model.activate("policy")
+        held_out = policy_attempts(config, model, "validation", config.eval_episodes, config.seed + 1)
+        critic = ModelCritic(model.backend, critic_prompt, name="adapter")
+        with model.role("critic"):
+            sampling = SamplingParams(temperature=0.0, max_new_tokens=config.critic_max_new_tokens)
+            written = [group[0] for group in critic.critique(held_out, 1, sampling)]
+        expected = [template_critique(attempt) for attempt in held_out]
+        with run.trajectory_writer("eval-validation", env=config.env, split="validation") as writer:
+            for attempt, critique, target in zip(held_out, written, expected):
+                writer.write_trajectory(attempt.with_meta(template_critique=target, critic_output=critique.output))
+        result = {
+            "eval/critique_match_rate": sum(
+                c.parsed.critique == parse_critique(t).critique for c, t in zip(written, expected)) / len(written),
+            "eval/malformed_rate": sum(c.parsed.parse_error is not None for c in written) / len(written),
+        }
+        metrics.log(step, result)
+        summary.update({key.split("/", 1)[1]: value for key, value in result.items()})
+    run.write_summary(summary)
+    metrics.close()
+    return run.path
+

@@ -1,0 +1,554 @@
+"""ECHO: a policy and a critic that learn together by dual-track GRPO.
+
+One update, top to bottom (the paper's Algorithm 1):
+
+    tasks    next `tasks_per_update` train seeds (a cursor, saved in checkpoints)
+    stage 0  one initial attempt τ_o per task from the policy; s_o = its return
+    stage 1  N critiques of every τ_o, all in one generate call of the critic; a critique
+             sees the scoring criteria, the task, each turn with the env's reply and s_o
+    stage 2  N refinements per task: the policy starts the same task instance again from
+             scratch with critique j in its system prompt; s_r^j = its return
+    rewards  critic reward r_c^j = gain(s_o, s_r^j): saturation-aware
+             ln((1 − s_o + η) / (1 − s_r + η)) or linear s_r − s_o; negative gains × λ
+    adv      A_P = s_r normalised within each group of N; A_C = r_c normalised likewise
+    update   the policy adapter on the refinements' turns (prompts include the critique)
+             with A_P, the critic adapter on its critiques with A_C: each its own optimizer
+             and schedule, the clipped GRPO objective and the k3 KL to the base model; the
+             same batch, the same step
+    log      metrics.jsonl row; every refinement with its `echo` object (train.jsonl);
+             the initial attempts (initial.jsonl)
+    eval     the policy alone on the validation split, optionally followed by one
+             critique-and-refine round (`eval_with_critic`)
+    save     checkpoint with both adapters and both optimizers (exact resume)
+
+The switches are the paper's ablations and baselines: `critic` (a trained adapter, the
+rule-based `template` critic, or any model spec, frozen), `freeze_critic`, `gain: linear`
+and `no_critic` (N plain re-attempts instead of refinements). `compare_refinement` is the
+paper's Table 5 at a checkpoint: critic-guided refinement against plain regeneration with
+the same number of second attempts.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from hindsight.agent.critic import Critic, CriticPrompt, Critique, ModelCritic, NoCritic, TemplateCritic
+from hindsight.agent.engine import RolloutEngine, Task
+from hindsight.agent.evaluate import EvalSummary, summarize
+from hindsight.agent.prompts import PromptBuilder
+from hindsight.algos.echo import Gain, critic_rewards, improvement_rate, mean_gain, near_ceiling_improvements
+from hindsight.algos.grpo import group_advantages, nonzero_variance_groups
+from hindsight.configs import ConfigError, from_mapping, option
+from hindsight.logs import RunDir, read_trajectories
+from hindsight.methods.common import (
+    EvalSettings, MetricsLog, PolicyGradientBasics, TrainingProgress, eval_metrics, evaluate_trainable, load_latest,
+    load_trainable, make_optimizer, open_run, resume_latest, trajectory_return, update_metrics,
+)
+from hindsight.train.checkpoint import list_checkpoints, save_checkpoint, seed_everything
+from hindsight.train.model import TrainableModel
+from hindsight.train.sequences import TrainingSequence, reply_ids, reply_sequence, turn_sequences
+from hindsight.train.update import policy_gradient_update
+from hindsight.types import SamplingParams, Trajectory
+
+CRITIC_CHOICES = ("adapter", "template")
+# Model specs that can write critiques (oracle and random only act in environments).
+_CRITIC_PROVIDERS = ("smollm2", "hf", "openai", "scripted")
+
+
+@dataclass(frozen=True)
+class ECHOConfig(PolicyGradientBasics):
+    critic: str = option("adapter", "who writes critiques: adapter (a second LoRA adapter on the policy's base model, "
+                                    "trained), template (rule-based oracle comparison) or a model spec such as "
+                                    "openai:NAME or hf:PATH (frozen)")
+    critic_init_from: str = option("", "run directory whose latest checkpoint holds a critic adapter to start from "
+                                       "(e.g. a critic-sft run)")
+    freeze_critic: bool = option(False, "never update the critic (the paper's 'w/o evolving' ablation)")
+    no_critic: bool = option(False, "baseline: N plain re-attempts instead of critique-guided refinements")
+    gain: str = option("sa", "critic reward: sa (saturation-aware, ln((1 − s_o + η)/(1 − s_r + η))) "
+                             "or linear (s_r − s_o)")
+    eta: float = option(0.1, "η of the saturation-aware gain (> 0)")
+    negative_weight: float = option(1.0, "λ: weight of negative gains in the critic reward")
+    critic_lr: float = option(2e-5, "peak learning rate of the critic adapter")
+    critic_temperature: float = option(1.0, "sampling temperature of critiques in training")
+    critic_max_new_tokens: int = option(128, "token budget of one critic answer (reasoning + critique)")
+    near_ceiling: float = option(0.6, "initial scores from this value up to 1 (excluded) count as near the ceiling "
+                                      "in the echo/near_ceiling_* metrics (0.6 includes 2 of 3 blocks in place)")
+    eval_with_critic: bool = option(False, "after each evaluation of the policy alone, also run one "
+                                           "critique-and-refine round on the same tasks")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.gain not in {g.value for g in Gain}:
+            raise ValueError(f"gain must be 'sa' or 'linear', not {self.gain!r}")
+        if self.eta <= 0:
+            raise ValueError("eta must be > 0")
+        if self.negative_weight < 0:
+            raise ValueError("negative_weight must be >= 0")
+        if self.critic not in CRITIC_CHOICES:
+            from hindsight.llm import ModelError, parse_spec
+
+            try:
+                provider = parse_spec(self.critic).provider
+            except ModelError as exc:
+                raise ValueError(f"critic: {exc}") from None
+            if provider not in _CRITIC_PROVIDERS:
+                raise ValueError(f"critic {self.critic!r} cannot write critiques; use adapter, template or a "
+                                 "language-model spec")
+        if self.critic_init_from and self.critic != "adapter":
+            raise ValueError("critic_init_from needs critic: adapter")
+        if self.uses_adapter_critic and self.full_finetune:
+            raise ValueError("a critic adapter needs LoRA; set full_finetune: false or choose another critic")
+
+    @property
+    def uses_adapter_critic(self) -> bool:
+        return self.critic == "adapter" and not self.no_critic
+
+    @property
+    def trains_critic(self) -> bool:
+        return self.uses_adapter_critic and not self.freeze_critic
+
+    def critic_sampling(self, temperature: float, seed: int) -> SamplingParams:
+        return SamplingParams(temperature=temperature, max_new_tokens=self.critic_max_new_tokens, seed=seed)
+
+
+class AdapterCritic(ModelCritic):
+    """The critic adapter of the model being trained, switched on while it writes."""
+
+    def __init__(self, model: TrainableModel, prompt: CriticPrompt):
+        super().__init__(model.backend, prompt, name="adapter")
+        self.model = model
+
+    def critique(self, attempts: Sequence[Trajectory], n: int, sampling: SamplingParams) -> list[list[Critique]]:
+        with self.model.role("critic"):
+            return super().critique(attempts, n, sampling)
+
+
+def build_critic(config: ECHOConfig, model: TrainableModel, criteria: str) -> Critic:
+    """The critic the config asks for (the adapter critic writes with `model`)."""
+    if config.no_critic:
+        return NoCritic()
+    if config.critic == "template":
+        return TemplateCritic()
+    prompt = CriticPrompt(criteria, config.rollout_config(SamplingParams(), "train").prompt_builder())
+    if config.critic == "adapter":
+        return AdapterCritic(model, prompt)
+    from hindsight.llm import load_model
+
+    return ModelCritic(load_model(config.critic), prompt)
+
+
+def load_echo_model(config: ECHOConfig) -> TrainableModel:
+    """The policy (and the critic adapter, when there is one) with their starting weights."""
+    roles = ("policy", "critic") if config.uses_adapter_critic else ("policy",)
+    model = load_trainable(config.model, roles, config.lora_rank, config.lora_alpha, config.full_finetune,
+                           config.gradient_checkpointing)
+    if config.init_from:
+        load_latest(model, config.init_from, "policy" if model.lora is not None else None)
+    if config.critic_init_from:
+        load_latest(model, config.critic_init_from, "critic")
+    return model
+
+
+def refine(
+    engine: RolloutEngine, attempts: Sequence[Trajectory], critiques: Sequence[Sequence[Critique]],
+    groups: Sequence[str],
+) -> list[list[Trajectory]]:
+    """Stage 2: each attempt's task instance again from the start, once per critique.
+
+    Refinement j of an attempt shows critique j's advice as guidance (no advice: a plain
+    re-attempt). Returns [attempt][j], each carrying `echo` = {group, sample, critique…}.
+    """
+    tasks = []
+    for attempt, group, row in zip(attempts, groups, critiques, strict=True):
+        for j, critique in enumerate(row):
+            echo = {"group": group, "sample": j, "critique": critique.parsed.critique,
+                    "critic_output": critique.output, "critique_parse_error": critique.parsed.parse_error}
+            tasks.append(Task(seed=attempt.seed, sample=1 + j, guidance=critique.advice, meta={"echo": echo}))
+    finished = {(t.meta["echo"]["group"], t.meta["echo"]["sample"]): t for t in engine.run(tasks)}
+    return [[finished[(group, j)] for j in range(len(row))] for group, row in zip(groups, critiques)]
+
+
+@dataclass(frozen=True)
+class EchoScores:
+    """The numbers of one batch of cascades. Q = attempts, N = refinements of each.
+
+    initial: [Q] s_o; refined: [Q, N] s_r; critic_rewards: [Q, N] r_c;
+    policy_advantages: [Q, N] A_P (s_r normalised per group); critic_advantages: [Q, N]
+    A_C (r_c normalised per group).
+    """
+
+    initial: torch.Tensor
+    refined: torch.Tensor
+    critic_rewards: torch.Tensor
+    policy_advantages: torch.Tensor
+    critic_advantages: torch.Tensor
+
+    @classmethod
+    def compute(cls, config: ECHOConfig, attempts: Sequence[Trajectory],
+                refinements: Sequence[Sequence[Trajectory]]) -> EchoScores:
+        # float64, so that the logged s_o and s_r are the environment's scores to the last digit.
+        initial = torch.tensor([trajectory_return(t, config.reward) for t in attempts], dtype=torch.float64)
+        refined = torch.tensor([[trajectory_return(t, config.reward) for t in row] for row in refinements],
+                               dtype=torch.float64)
+        rewards = critic_rewards(initial, refined, gain=Gain(config.gain), eta=config.eta,
+                                 negative_weight=config.negative_weight)
+        return cls(initial, refined, rewards, group_advantages(refined, normalize_std=config.normalize_std),
+                   group_advantages(rewards, normalize_std=config.normalize_std))
+
+    def annotate(self, config: ECHOConfig, refinements: Sequence[Sequence[Trajectory]], critic: str,
+                 **meta: Any) -> list[Trajectory]:
+        """The refinements, flattened, each with its complete `echo` object (and `meta`)."""
+        out = []
+        for q, row in enumerate(refinements):
+            for j, trajectory in enumerate(row):
+                echo = {
+                    **trajectory.meta["echo"], "critic": critic, "s_o": float(self.initial[q]),
+                    "s_r": float(self.refined[q, j]), "eta": config.eta, "gain": config.gain,
+                    "negative_weight": config.negative_weight, "critic_reward": float(self.critic_rewards[q, j]),
+                    "critic_advantage": float(self.critic_advantages[q, j]),
+                    "policy_advantage": float(self.policy_advantages[q, j]),
+                }
+                out.append(trajectory.with_meta(echo=echo, **meta))
+        return out
+
+
+def critique_tokens(critique: Critique, tokenizer: Any) -> int:
+    """Length of the critic's answer in tokens (counted with the policy's tokenizer when unknown)."""
+    if critique.token_ids is not None:
+        return len(critique.token_ids)
+    return len(tokenizer.encode(critique.output, add_special_tokens=False)) if critique.output else 0
+
+
+def critique_metrics(critiques: Sequence[Sequence[Critique]], scores: EchoScores, tokenizer: Any) -> dict[str, float]:
+    flat = [c for row in critiques for c in row]
+    return {
+        "critic/reward_mean": float(scores.critic_rewards.mean()),
+        "critic/reward_std": float(scores.critic_rewards.std(unbiased=False)),
+        "critic/critique_tokens_mean": sum(critique_tokens(c, tokenizer) for c in flat) / len(flat),
+        "critic/critique_words_mean": sum(len(c.parsed.critique.split()) for c in flat) / len(flat),
+        "critic/malformed_rate": sum(c.parsed.parse_error is not None for c in flat) / len(flat),
+        "critic/none_rate": sum(bool(c.parsed.critique) and not c.advice for c in flat) / len(flat),
+    }
+
+
+def policy_sequences(
+    refinements: Sequence[Sequence[Trajectory]], advantages: torch.Tensor, tokenizer: Any, prompts: PromptBuilder,
+) -> tuple[list[TrainingSequence], list[float]]:
+    """Every turn of every refinement with its A_P. The prompts are rebuilt with the
+    trajectory's guidance, so the policy learns from exactly what it saw: the critique."""
+    sequences, values = [], []
+    for q, group in enumerate(refinements):
+        for j, trajectory in enumerate(group):
+            for sequence in turn_sequences(trajectory, tokenizer, prompts):
+                sequences.append(sequence)
+                values.append(float(advantages[q, j]))
+    return sequences, values
+
+
+def critic_sequences(
+    critiques: Sequence[Sequence[Critique]], advantages: torch.Tensor, tokenizer: Any,
+) -> tuple[list[TrainingSequence], list[float]]:
+    """Training sequences of the critic's own answers with A_C; answers a backend failed to produce are left out."""
+    sequences, values = [], []
+    for q, row in enumerate(critiques):
+        for j, critique in enumerate(row):
+            if critique.generated:
+                response = reply_ids(tokenizer, critique.output, critique.token_ids, critique.finish_reason)
+                sequences.append(reply_sequence(tokenizer, critique.prompt, response, f"critique:{q}:{j}"))
+                values.append(float(advantages[q, j]))
+    return sequences, values
+
+
+def train_echo(config: ECHOConfig, out: str | Path, *, resume: bool = False) -> Path:
+    from hindsight.envs import make
+
+    run, config = open_run("echo", ECHOConfig, config, out, resume)
+    seed_everything(config.seed)
+    env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
+    train_seeds = env_factory().split_seeds("train", config.updates * config.tasks_per_update)
+
+    model = load_echo_model(config)
+    critic = build_critic(config, model, env_factory().criteria)
+    prompts = config.rollout_config(SamplingParams(), "train").prompt_builder()
+    total_steps = config.updates * config.epochs
+    optimizers, schedulers = {}, {}
+    optimizers["policy"], schedulers["policy"] = make_optimizer(
+        model.parameters("policy"), config.lr, config.weight_decay, config.warmup_steps, total_steps)
+    if config.trains_critic:
+        optimizers["critic"], schedulers["critic"] = make_optimizer(
+            model.parameters("critic"), config.critic_lr, config.weight_decay, config.warmup_steps, total_steps)
+    settings = config.update_settings()
+    eval_settings = config.eval_settings()
+    tokenizer = model.backend.tokenizer
+
+    start, env_steps = 0, 0
+    if resume:
+        start, env_steps = resume_latest(run, model, optimizers, schedulers, ("train", "initial"))
+    metrics = MetricsLog(run, config)
+    train_log = run.trajectory_writer("train", env=config.env, split="train")
+    initial_log = run.trajectory_writer("initial", env=config.env, split="train")
+
+    def evaluate(split: str, episodes: int, name: str, prefix: str) -> tuple[dict[str, float], dict[str, Any]]:
+        """The policy alone, then (with eval_with_critic) one critique-and-refine round: (metrics, summary)."""
+        summary = evaluate_trainable(model, eval_settings, split, episodes, run, name, config.seed)
+        row, result = eval_metrics(prefix, summary), asdict(summary)
+        if config.eval_with_critic:
+            refined, gain = evaluate_with_critic(config, critic, model, eval_settings, run, name)
+            row.update({**eval_metrics(f"{prefix}_refined", refined), f"{prefix}_refined/gain_mean": gain})
+            result.update(refined=asdict(refined), refined_gain_mean=gain)
+        return row, result
+
+    if start == 0 and config.eval_every:
+        row, _ = evaluate("validation", config.eval_episodes, "eval-validation-000000", "eval")
+        metrics.log(0, {**row, "rollout/env_steps": 0})
+
+    with TrainingProgress(config.updates, "echo", completed=start) as progress:
+        for step in range(start + 1, config.updates + 1):
+            cursor = (step - 1) * config.tasks_per_update
+            seeds = train_seeds[cursor : cursor + config.tasks_per_update]
+            groups = [f"{step}:{seed}" for seed in seeds]
+            # Each stage samples from its own seed range, derived from the run seed and the update.
+            sampling_seed = config.seed * 1_000_003 + step * 10_000
+
+            # -- stage 0: one initial attempt per task ------------------------------------
+            progress.phase("policy rollout")
+            t0 = time.perf_counter()
+            attempts = policy_engine(config, env_factory, model, sampling_seed).run(Task(seed=s) for s in seeds)
+            attempts.sort(key=lambda t: seeds.index(t.seed))
+            policy_rollout_s = time.perf_counter() - t0
+
+            # -- stage 1: N critiques of each attempt, one generate call ------------------
+            progress.phase("critic")
+            t1 = time.perf_counter()
+            critiques = critic.critique(attempts, config.group_size,
+                                        config.critic_sampling(config.critic_temperature, sampling_seed + 5_000))
+            critic_rollout_s = time.perf_counter() - t1
+
+            # -- stage 2: N refinements, each restarting its task with one critique --------
+            progress.phase("refine")
+            t2 = time.perf_counter()
+            refinements = refine(policy_engine(config, env_factory, model, sampling_seed + 2_500),
+                                 attempts, critiques, groups)
+            refine_s = time.perf_counter() - t2
+
+            # -- rewards: s_o, s_r, the critic's gain r_c, advantages A_P and A_C ----------
+            scores = EchoScores.compute(config, attempts, refinements)
+
+            # -- update both tracks on the same batch: policy on refinements, critic on critiques
+            progress.phase("update")
+            t3 = time.perf_counter()
+            policy_seqs, policy_advs = policy_sequences(refinements, scores.policy_advantages, tokenizer, prompts)
+            policy_stats = policy_gradient_update(model, policy_seqs, policy_advs, optimizers["policy"],
+                                                  schedulers["policy"], settings)
+            policy_update_s = time.perf_counter() - t3
+            critic_stats = None
+            if config.trains_critic:
+                critic_seqs, critic_advs = critic_sequences(critiques, scores.critic_advantages, tokenizer)
+                with model.role("critic"):
+                    critic_stats = policy_gradient_update(model, critic_seqs, critic_advs, optimizers["critic"],
+                                                          schedulers["critic"], settings)
+            update_s = time.perf_counter() - t3
+
+            # -- log ----------------------------------------------------------------------
+            env_steps += sum(t.num_steps for t in attempts) + sum(t.num_steps for group in refinements for t in group)
+            for attempt, group, s_o in zip(attempts, groups, scores.initial.tolist()):
+                initial_log.write_trajectory(attempt.with_meta(update=step, echo={"group": group, "s_o": s_o}))
+            for trajectory in scores.annotate(config, refinements, critic.name, update=step):
+                train_log.write_trajectory(trajectory)
+            near_pairs, near_improved = near_ceiling_improvements(scores.initial, scores.refined, config.near_ceiling)
+            initial_summary = summarize(attempts)
+            refined_summary = summarize(t for group in refinements for t in group)
+            row = {
+                "rollout/initial_success_rate": initial_summary.success_rate,
+                "rollout/initial_score_mean": initial_summary.mean_score,
+                "rollout/refined_success_rate": refined_summary.success_rate,
+                "rollout/refined_score_mean": refined_summary.mean_score,
+                "rollout/refined_steps_mean": refined_summary.mean_steps,
+                "rollout/refined_invalid_rate": refined_summary.invalid_rate,
+                "rollout/zero_variance_groups": float((~nonzero_variance_groups(scores.refined)).float().mean()),
+                "rollout/env_steps": env_steps,
+                "echo/improvement_rate": improvement_rate(scores.initial, scores.refined),
+                # A regression is an improvement of the negated scores.
+                "echo/regression_rate": improvement_rate(-scores.initial, -scores.refined),
+                "echo/gain_mean": mean_gain(scores.initial, scores.refined),
+                "echo/near_ceiling_pairs": near_pairs,
+                "echo/near_ceiling_improvements": near_improved,
+                **critique_metrics(critiques, scores, tokenizer),
+                "timing/policy_rollout_s": policy_rollout_s,
+                "timing/critic_rollout_s": critic_rollout_s,
+                "timing/refine_s": refine_s,
+                "timing/policy_update_s": policy_update_s,
+                "timing/critic_update_s": update_s - policy_update_s,
+                "timing/update_s": update_s,
+            }
+            if policy_stats is not None:
+                row.update(update_metrics("policy", policy_stats, schedulers["policy"].get_last_lr()[0]))
+            if critic_stats is not None:
+                row.update(update_metrics("critic", critic_stats, schedulers["critic"].get_last_lr()[0]))
+
+            # -- evaluate and checkpoint --------------------------------------------------
+            if config.eval_every and step % config.eval_every == 0:
+                progress.phase("eval")
+                row.update(evaluate("validation", config.eval_episodes, f"eval-validation-{step:06d}", "eval")[0])
+            metrics.log(step, row)
+            if step % config.checkpoint_every == 0 or step == config.updates:
+                save_checkpoint(run.path, step, model, optimizers, schedulers, {"env_steps": env_steps},
+                                keep=config.keep_checkpoints)
+            progress.advance(f"policy {policy_rollout_s:.0f}s · critic {critic_rollout_s:.0f}s · "
+                             f"refine {refine_s:.0f}s · update {update_s:.0f}s · "
+                             f"s_o {float(scores.initial.mean()):.2f} → s_r {float(scores.refined.mean()):.2f}")
+
+    train_log.close()
+    initial_log.close()
+    if config.final_eval_split:
+        split = config.final_eval_split
+        row, result = evaluate(split, config.final_eval_episodes, f"eval-{split}-final", f"final_{split}")
+        metrics.log(config.updates, row)
+        run.write_summary({"kind": "echo", "updates": config.updates, "env_steps": env_steps, **result})
+    metrics.close()
+    return run.path
+
+
+def policy_engine(config: ECHOConfig, env_factory: Any, model: TrainableModel, seed: int) -> RolloutEngine:
+    """The pooled engine that samples training episodes from the policy."""
+    sampling = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
+    return RolloutEngine(env_factory, model.backend, config.rollout_config(sampling, "train", seed=seed))
+
+
+def evaluate_with_critic(
+    config: ECHOConfig, critic: Critic, model: TrainableModel, settings: EvalSettings, run: RunDir, name: str,
+) -> tuple[EvalSummary, float]:
+    """One critique-and-refine round on the attempts of evaluation `name` (the policy alone, already run).
+
+    Each attempt gets one critique (at the evaluation temperature) and one refinement,
+    written to `{name}-refined.jsonl`. Returns their summary and the mean gain s_r − s_o.
+    """
+    from hindsight.envs import make
+
+    started = time.perf_counter()
+    attempts = list(read_trajectories(run.trajectories_dir / f"{name}.jsonl"))
+    critiques = critic.critique(attempts, 1, config.critic_sampling(config.eval_temperature, config.seed))
+    rollout = replace(settings.rollout, seed=config.seed, split=attempts[0].split if attempts else "validation")
+    engine = RolloutEngine(lambda: make(settings.env, **settings.env_kwargs), model.backend, rollout)
+    refinements = refine(engine, attempts, critiques, [attempt.id for attempt in attempts])
+    scores = EchoScores.compute(config, attempts, refinements)
+    (run.trajectories_dir / f"{name}-refined.jsonl").unlink(missing_ok=True)
+    with run.trajectory_writer(f"{name}-refined", env=settings.env, split=rollout.split) as writer:
+        for trajectory in scores.annotate(config, refinements, critic.name):
+            writer.write_trajectory(trajectory)
+    summary = summarize((t for row in refinements for t in row), time.perf_counter() - started)
+    return summary, mean_gain(scores.initial, scores.refined)
+
+
+@dataclass(frozen=True)
+class RefinementComparison:
+    """Second attempts with and without critiques, the same number of each (ECHO's Table 5).
+
+    Gains are averages over tasks of (mean second-attempt score − first-attempt score);
+    `relative_gain` is what the critic adds beyond re-sampling.
+    """
+
+    run: str
+    checkpoint_step: int
+    critic: str
+    split: str
+    tasks: int
+    samples: int
+    initial_score_mean: float
+    initial_success_rate: float
+    critic_gain: float
+    regeneration_gain: float
+    relative_gain: float
+    critic_improvement_rate: float
+    regeneration_improvement_rate: float
+    critic_success_rate: float
+    regeneration_success_rate: float
+    env_steps: int
+    wall_s: float
+
+
+def read_echo_config(run_dir: str | Path) -> ECHOConfig:
+    """The config of an ECHO run directory (ConfigError when it is not one)."""
+    values = RunDir(run_dir).read_config() if (Path(run_dir) / "config.yaml").is_file() else {}
+    if values.get("kind") != "echo":
+        raise ConfigError(f"{run_dir} is not an ECHO run directory (its config.yaml has no kind: echo)")
+    return from_mapping(ECHOConfig, {k: v for k, v in values.items() if k != "kind"})
+
+
+def compare_refinement(
+    run_dir: str | Path, out: str | Path, *, step: int | None = None, split: str = "validation", episodes: int = 20,
+    samples: int = 8, seed: int = 0,
+) -> RefinementComparison:
+    """Critic-guided refinement against no-critic regeneration at a checkpoint of an ECHO run.
+
+    For each of `episodes` tasks of `split`: one attempt from the policy, then `samples`
+    critique-guided refinements and `samples` plain re-attempts, all sampled at the run's
+    training temperatures. Trajectories go to `out/trajectories/` (initial, critic-guided,
+    regeneration), the numbers to `out/summary.json`.
+    """
+    from hindsight.envs import make
+
+    config = read_echo_config(run_dir)
+    if config.no_critic:
+        raise ConfigError(f"{run_dir} trained without a critic (no_critic: true); there is nothing to compare")
+    checkpoints = list_checkpoints(run_dir)
+    if not checkpoints:
+        raise ConfigError(f"{run_dir} has no checkpoint")
+    chosen = checkpoints[-1] if step is None else next((c for c in checkpoints if c.step == step), None)
+    if chosen is None:
+        steps = ", ".join(str(c.step) for c in checkpoints)
+        raise ConfigError(f"{run_dir} has no checkpoint of update {step}; it has {steps}")
+    if samples < 1 or episodes < 1:
+        raise ConfigError("episodes and samples must be >= 1")
+    started = time.perf_counter()
+    seed_everything(seed)
+    model = load_echo_model(replace(config, init_from="", critic_init_from=""))
+    model.load(chosen.path / "model")
+    env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
+    seeds = env_factory().split_seeds(split, episodes)
+    critic = build_critic(config, model, env_factory().criteria)
+
+    attempts = policy_engine(config, env_factory, model, seed).run(Task(seed=s) for s in seeds)
+    attempts.sort(key=lambda t: seeds.index(t.seed))
+    groups = [attempt.id for attempt in attempts]
+    critic_sampling = config.critic_sampling(config.critic_temperature, seed + 5_000)
+    guided_critiques = critic.critique(attempts, samples, critic_sampling)
+    plain_critiques = NoCritic().critique(attempts, samples, SamplingParams())
+    # Both conditions re-sample from the same seeds: the critique is the only difference.
+    guided = refine(policy_engine(config, env_factory, model, seed + 2_500), attempts, guided_critiques, groups)
+    plain = refine(policy_engine(config, env_factory, model, seed + 2_500), attempts, plain_critiques, groups)
+    guided_scores = EchoScores.compute(config, attempts, guided)
+    plain_scores = EchoScores.compute(config, attempts, plain)
+
+    target = RunDir(out)
+    target.write_config({"kind": "echo-compare", "run": str(run_dir), "checkpoint_step": chosen.step, "split": split,
+                         "episodes": episodes, "samples": samples, "seed": seed})
+    logs = {"initial": attempts, "critic-guided": guided_scores.annotate(config, guided, critic.name),
+            "regeneration": plain_scores.annotate(config, plain, "none")}
+    for name, trajectories in logs.items():
+        (target.trajectories_dir / f"{name}.jsonl").unlink(missing_ok=True)
+        with target.trajectory_writer(name, env=config.env, split=split) as writer:
+            for trajectory in trajectories:
+                writer.write_trajectory(trajectory)
+    guided_gain = mean_gain(guided_scores.initial, guided_scores.refined)
+    plain_gain = mean_gain(plain_scores.initial, plain_scores.refined)
+    initial_summary = summarize(attempts)
+    comparison = RefinementComparison(
+        run=str(run_dir), checkpoint_step=chosen.step, critic=critic.name, split=split, tasks=len(attempts),
+        samples=samples, initial_score_mean=initial_summary.mean_score,
+        initial_success_rate=initial_summary.success_rate, critic_gain=guided_gain, regeneration_gain=plain_gain,
+        relative_gain=guided_gain - plain_gain,
+        critic_improvement_rate=improvement_rate(guided_scores.initial, guided_scores.refined),
+        regeneration_improvement_rate=improvement_rate(plain_scores.initial, plain_scores.refined),
+        critic_success_rate=summarize(t for row in guided for t in row).success_rate,
+        regeneration_success_rate=summarize(t for row in plain for t in row).success_rate,
+        env_steps=sum(t.num_steps for trajectories in logs.values() for t in trajectories),
+        wall_s=round(time.perf_counter() - started, 3),
+    )
+    target.write_summary(asdict(comparison))
+    return comparison

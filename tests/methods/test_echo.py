@@ -1,0 +1,207 @@
+"""The ECHO loop end to end on a tiny random model: both tracks, switches, logging, resume, echo-compare."""
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from hindsight.cli.main import main
+from hindsight.configs import ConfigError, from_mapping
+from hindsight.methods import echo as echo_module
+from hindsight.methods.echo import ECHOConfig, train_echo
+from hindsight.train.checkpoint import list_checkpoints
+from hindsight.types import Trajectory
+
+from .test_training_loops import comparable, read_metrics
+
+ECHO_FIELDS = (
+    "group", "s_o", "s_r", "eta", "gain", "critic_reward", "critic_advantage", "policy_advantage", "critique",
+)
+
+
+def text_score(record: dict) -> float:
+    """A score in {0, .25, …, 1} decided by the first response's text."""
+    return (sum(map(ord, record["steps"][0]["raw"])) % 5) / 4 if record["steps"] else 0.0
+
+
+@pytest.fixture(autouse=True)
+def varied_returns(monkeypatch):
+    """A random tiny model never writes a valid action, so every return would be equal and no
+    update would carry a gradient. Returns that depend on the sampled text give both tracks a
+    signal; everything downstream of the return is the real code."""
+    monkeypatch.setattr(echo_module, "trajectory_return",
+                        lambda trajectory, reward: text_score({"steps": [{"raw": s.raw} for s in trajectory.steps]}))
+
+
+def echo_config(model_dir: Path, **overrides) -> ECHOConfig:
+    values = dict(
+        model=f"hf:{model_dir}", env="blocksworld", env_kwargs={"num_blocks": 3, "max_steps": 2}, memory="none",
+        updates=2, tasks_per_update=2, group_size=3, max_new_tokens=4, critic_max_new_tokens=6, eval_every=0,
+        final_eval_episodes=2, checkpoint_every=1, keep_checkpoints=10, lr=1e-2, critic_lr=1e-2, micro_batch_size=4,
+    )
+    values.update(overrides)
+    return ECHOConfig(**values)
+
+
+def records(run: Path, name: str) -> list[dict]:
+    return [json.loads(line) for line in (run / "trajectories" / f"{name}.jsonl").read_text().splitlines()[1:]]
+
+
+def final_weights(run: Path) -> dict[str, torch.Tensor]:
+    return torch.load(list_checkpoints(run)[-1].path / "model" / "weights.pt")
+
+
+def adapter_moved(weights: dict[str, torch.Tensor], role: str) -> bool:
+    # peft starts every lora_B at zero: a non-zero one was trained.
+    return any(f".{role}." in k and "lora_B" in k and v.abs().sum() > 0 for k, v in weights.items())
+
+
+def test_echo_trains_policy_and_critic_and_logs_every_refinement(tiny_model_dir, tmp_path):
+    config = echo_config(tiny_model_dir, eval_with_critic=True)
+    run = train_echo(config, tmp_path / "echo")
+
+    rows = read_metrics(run)
+    for key in ("rollout/initial_score_mean", "rollout/refined_score_mean", "echo/improvement_rate",
+                "echo/near_ceiling_improvements", "critic/reward_mean", "critic/critique_tokens_mean",
+                "timing/policy_rollout_s", "timing/critic_rollout_s", "timing/refine_s", "timing/update_s",
+                "policy/loss", "critic/loss", "rollout/env_steps"):
+        assert key in rows[0], key
+    assert "final_test_refined/success_rate" in rows[-1] and "final_test/success_rate" in rows[-1]
+
+    initial = {(r["update"], r["echo"]["group"]): r for r in records(run, "initial")}
+    refined = records(run, "train")
+    assert len(initial) == 2 * 2 and len(refined) == 2 * 2 * 3
+    for record in refined:
+        echo = record["echo"]
+        assert all(field in echo for field in ECHO_FIELDS)
+        attempt = initial[(record["update"], echo["group"])]
+        assert echo["s_o"] == attempt["echo"]["s_o"] == text_score(attempt)
+        assert echo["s_r"] == text_score(record)
+        assert echo["critic_reward"] == pytest.approx(math.log((1.1 - echo["s_o"]) / (1.1 - echo["s_r"])), abs=1e-6)
+        assert record.get("guidance", "") in ("", echo["critique"])
+        assert record["seed"] == initial[(record["update"], echo["group"])]["seed"]  # the same task instance
+    for group in {(r["update"], r["echo"]["group"]) for r in refined}:
+        members = [r["echo"] for r in refined if (r["update"], r["echo"]["group"]) == group]
+        assert len(members) == 3 and [m["sample"] for m in members] == [0, 1, 2]
+        assert abs(sum(m["policy_advantage"] for m in members)) < 1e-5
+        assert abs(sum(m["critic_advantage"] for m in members)) < 1e-5
+        assert len({m["s_o"] for m in members}) == 1
+
+    weights = final_weights(run)
+    assert adapter_moved(weights, "policy") and adapter_moved(weights, "critic")
+    refined_eval = records(run, "eval-test-final-refined")
+    assert len(refined_eval) == 2 and all(r["echo"]["critic"] == "adapter" for r in refined_eval)
+    assert json.loads((run / "summary.json").read_text())["refined"]["episodes"] == 2
+
+
+def test_frozen_critic_with_linear_gain(tiny_model_dir, tmp_path):
+    run = train_echo(echo_config(tiny_model_dir, freeze_critic=True, gain="linear", negative_weight=0.5, updates=1,
+                                 final_eval_split=""), tmp_path / "frozen")
+    weights = final_weights(run)
+    assert adapter_moved(weights, "policy") and not adapter_moved(weights, "critic")
+    assert any(".critic." in k for k in weights)  # the frozen adapter is still part of the checkpoint
+    assert "critic/loss" not in read_metrics(run)[0]
+    for record in records(run, "train"):
+        echo = record["echo"]
+        gain = echo["s_r"] - echo["s_o"]
+        assert echo["gain"] == "linear" and echo["critic_reward"] == pytest.approx(gain if gain >= 0 else 0.5 * gain)
+
+
+def test_no_critic_regenerates_without_advice(tiny_model_dir, tmp_path):
+    run = train_echo(echo_config(tiny_model_dir, no_critic=True, updates=1, final_eval_split=""), tmp_path / "regen")
+    assert not any(".critic." in k for k in final_weights(run))
+    train = records(run, "train")
+    assert len(train) == 2 * 3
+    assert all("guidance" not in r and r["echo"]["critic"] == "none" and r["echo"]["critique"] == "" for r in train)
+    assert read_metrics(run)[0]["critic/critique_tokens_mean"] == 0
+
+
+def test_scripted_and_template_critics(tiny_model_dir, tmp_path):
+    script = tmp_path / "critiques.txt"
+    answers = ["<reasoning>r</reasoning><critique>You should unstack first.</critique>", "no tags at all",
+               "<critique>none</critique>"] * 2
+    script.write_text("\n---\n".join(answers))
+    run = train_echo(echo_config(tiny_model_dir, critic=f"scripted:{script}", updates=1, final_eval_split=""),
+                     tmp_path / "scripted")
+    train = records(run, "train")
+    assert [r["echo"]["critique"] for r in train] == ["You should unstack first.", "no tags at all", "none"] * 2
+    assert [r.get("guidance", "") for r in train] == ["You should unstack first.", "no tags at all", ""] * 2
+    assert [r["echo"]["critique_parse_error"] is None for r in train] == [True, False, True] * 2
+    assert not any(".critic." in k for k in final_weights(run))
+
+    run = train_echo(echo_config(tiny_model_dir, critic="template", updates=1, final_eval_split=""),
+                     tmp_path / "template")
+    train = records(run, "train")
+    assert all(r["echo"]["critic"] == "template" and r["echo"]["critique"].startswith("At turn ") for r in train)
+    assert all(r["guidance"] == r["echo"]["critique"] for r in train)
+
+
+def test_resume_repeats_the_interrupted_update_exactly(tiny_model_dir, tmp_path):
+    config = echo_config(tiny_model_dir, updates=2, epochs=2, kl_coef=0.05, final_eval_episodes=1)
+    straight = train_echo(config, tmp_path / "straight")
+    interrupted = train_echo(config, tmp_path / "interrupted")
+    # As if the process had died during update 2: its checkpoint never reached the disk.
+    shutil.rmtree(list_checkpoints(interrupted)[-1].path)
+    train_echo(None, interrupted, resume=True)
+    assert comparable(read_metrics(interrupted)) == comparable(read_metrics(straight))
+    a, b = final_weights(straight), final_weights(interrupted)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert len(records(interrupted, "train")) == 2 * 2 * 3 and len(records(interrupted, "initial")) == 2 * 2
+
+
+def test_echo_compare_reports_both_conditions(tiny_model_dir, tmp_path, capsys):
+    run = train_echo(echo_config(tiny_model_dir, updates=1, final_eval_split=""), tmp_path / "echo")
+    out = tmp_path / "compare"
+    assert main(["echo-compare", str(run), "--episodes", "2", "--samples", "2", "--out", str(out), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["tasks"] == 2 and result["samples"] == 2 and result["critic"] == "adapter"
+    assert result["relative_gain"] == pytest.approx(result["critic_gain"] - result["regeneration_gain"])
+    guided, plain = records(out, "critic-guided"), records(out, "regeneration")
+    assert len(guided) == len(plain) == 4 and all("guidance" not in r for r in plain)
+    mean = sum(r["echo"]["s_r"] - r["echo"]["s_o"] for r in plain) / len(plain)
+    assert result["regeneration_gain"] == pytest.approx(mean)
+
+    assert main(["echo-compare", str(tmp_path / "missing")]) == 2
+    assert main(["echo-compare", str(run), "--step", "7"]) == 2
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "config.yaml").write_text("kind: grpo\n")
+    assert main(["echo-compare", str(tmp_path / "other")]) == 2
+    assert "not an ECHO run" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"gain": "log"}, "gain must be 'sa' or 'linear'"),
+    ({"eta": 0}, "eta"),
+    ({"negative_weight": -1}, "negative_weight"),
+    ({"critic": "oracle"}, "cannot write critiques"),
+    ({"critic": "nonsense:x"}, "unknown model spec"),
+    ({"critic": "template", "critic_init_from": "runs/x"}, "critic_init_from needs critic: adapter"),
+    ({"full_finetune": True}, "needs LoRA"),
+    ({"group_size": 1}, "group_size"),
+])
+def test_bad_configs_are_refused(values, message):
+    with pytest.raises(ConfigError, match=message):
+        from_mapping(ECHOConfig, values)
+
+
+def test_scores_are_logged_as_the_environment_reported_them(monkeypatch):
+    from hindsight.methods.common import trajectory_return
+    from hindsight.methods.echo import EchoScores
+
+    monkeypatch.setattr(echo_module, "trajectory_return", trajectory_return)
+
+    def trajectory(score, sample):
+        return Trajectory(env="blocksworld", seed=0, instruction="", steps=(), final_observation="",
+                          final_state_key="", success=score == 1, score=score, terminated=True, truncated=False,
+                          meta={"echo": {"group": "g", "sample": sample}})
+
+    config = echo_config(Path("unused"))
+    refinements = [[trajectory(2 / 3, 0), trajectory(1 / 3, 1)]]
+    scores = EchoScores.compute(config, [trajectory(1 / 3, 0)], refinements)
+    first, second = (t.meta["echo"] for t in scores.annotate(config, refinements, "adapter"))
+    assert first["s_o"] == 1 / 3 and first["s_r"] == 2 / 3 and second["critic_reward"] == 0
+    assert first["critic_reward"] == pytest.approx(math.log((1 - 1 / 3 + 0.1) / (1 - 2 / 3 + 0.1)))
+    assert first["policy_advantage"] > 0 > second["policy_advantage"]
