@@ -2,7 +2,9 @@
 
 For each run: training-rollout success and validation success against cumulative
 environment steps, the final test success, and per-update phase timings (medians).
-With several runs (seeds), a last table gives the spread of the final test success.
+With several runs, a last table groups them into arms (the run name without its
+`-sN` seed suffix) and gives each arm's final test success and score per seed, their
+mean and spread, environment steps and wall time.
 
     python benchmarks/learning_curves.py runs/grpo-frozenlake3-s0 runs/grpo-frozenlake3-s1
 """
@@ -11,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 TIMINGS = ("timing/rollout_s", "timing/policy_rollout_s", "timing/critic_rollout_s", "timing/refine_s",
@@ -32,6 +36,60 @@ def read_rows(run: Path) -> list[dict]:
     return rows
 
 
+@dataclass
+class Final:
+    success: float
+    score: float
+    env_steps: int
+    wall_min: float
+
+
+def final_of(run: Path, rows: list[dict]) -> Final | None:
+    """The final test evaluation, the run's environment steps and its wall time (config written → last row)."""
+    last = next((row for row in reversed(rows) if "final_test/success_rate" in row), None)
+    if last is None:
+        return None
+    env_steps = max((row.get("rollout/env_steps", 0) for row in rows), default=0)
+    started = (run / "config.yaml").stat().st_mtime
+    return Final(last["final_test/success_rate"], last["final_test/score_mean"], env_steps,
+                 (last["time"] - started) / 60)
+
+
+def arm_of(run: Path) -> str:
+    return re.sub(r"-s\d+$", "", run.name)
+
+
+def print_arms(finals: dict[Path, Final]) -> None:
+    arms: dict[str, list[Final]] = {}
+    for run, final in finals.items():
+        arms.setdefault(arm_of(run), []).append(final)
+    print("\n| arm | seeds | test success per seed | mean | spread | test score mean | env steps (mean) "
+          "| wall min (mean) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for arm, results in arms.items():
+        success = [r.success for r in results]
+        print(f"| {arm} | {len(results)} | {', '.join(f'{v:.2f}' for v in success)} | "
+              f"{statistics.mean(success):.3f} | {max(success) - min(success):.3f} | "
+              f"{statistics.mean(r.score for r in results):.3f} | "
+              f"{statistics.mean(r.env_steps for r in results):.0f} | "
+              f"{statistics.mean(r.wall_min for r in results):.1f} |")
+
+
+ECHO_SIGNALS = ("rollout/initial_score_mean", "rollout/refined_score_mean", "echo/improvement_rate",
+                "echo/regression_rate", "critic/reward_mean", "critic/malformed_rate", "critic/none_rate",
+                "critic/critique_tokens_mean")
+
+
+def print_echo_signals(rows: list[dict]) -> None:
+    """Per update: does refinement help (s_o → s_r), and what the critic earns and writes."""
+    print("\n| update | " + " | ".join(key.split("/", 1)[1] for key in ECHO_SIGNALS) + " |")
+    print("|---|" + "---|" * len(ECHO_SIGNALS))
+    for row in rows:
+        if "echo/improvement_rate" in row:
+            print(f"| {row['step']} | " + " | ".join(fmt(row.get(key)) for key in ECHO_SIGNALS) + " |")
+    print()
+
+
 def fmt(value) -> str:
     return "–" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
 
@@ -40,7 +98,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path)
     args = parser.parse_args()
-    finals = {}
+    finals: dict[Path, Final] = {}
     for run in args.runs:
         rows = read_rows(run)
         print(f"\n### {run.name}\n")
@@ -48,12 +106,16 @@ def main() -> None:
         print("|---|---|---|---|")
         for row in rows:
             if "final_test/success_rate" in row:
-                finals[run.name] = row["final_test/success_rate"]
                 continue
             train = row.get("rollout/success_rate", row.get("rollout/refined_success_rate"))
             print(f"| {row['step']} | {row.get('rollout/env_steps', '')} | {fmt(train)} | "
                   f"{fmt(row.get('eval/success_rate'))} |")
-        print(f"\nfinal test success: {fmt(finals.get(run.name))}\n")
+        if any("echo/improvement_rate" in row for row in rows):
+            print_echo_signals(rows)
+        final = final_of(run, rows)
+        if final is not None:
+            finals[run] = final
+        print(f"\nfinal test success: {fmt(final and final.success)}\n")
         print("| phase | median per update |")
         print("|---|---|")
         for key in TIMINGS:
@@ -61,9 +123,7 @@ def main() -> None:
             if values:
                 print(f"| {key} | {statistics.median(values):.1f} |")
     if len(finals) > 1:
-        values = list(finals.values())
-        print(f"\nfinal test success over {len(values)} runs: mean {statistics.mean(values):.3f}, "
-              f"min {min(values):.3f}, max {max(values):.3f}, spread (max − min) {max(values) - min(values):.3f}")
+        print_arms(finals)
 
 
 if __name__ == "__main__":

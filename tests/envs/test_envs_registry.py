@@ -17,7 +17,7 @@ def test_list_envs_reports_defaults_and_budgets():
     assert specs["frozenlake"] == EnvSpec(
         id="frozenlake",
         description=specs["frozenlake"].description,
-        defaults={"size": 4, "p_hole": 0.2, "holes": "fatal"},
+        defaults={"size": 4, "p_hole": 0.2, "holes": "fatal", "score": "goal"},
         max_steps=30,
     )
     assert specs["blocksworld"].defaults == {"num_blocks": 4} and specs["blocksworld"].max_steps == 20
@@ -28,7 +28,7 @@ def test_list_envs_reports_defaults_and_budgets():
 def test_make_builds_with_knobs_and_is_case_tolerant():
     env = make("FrozenLake", size=5, holes="blocking", max_steps=12)
     assert isinstance(env, TextEnv)
-    assert env.config == {"size": 5, "p_hole": 0.2, "holes": "blocking", "max_steps": 12}
+    assert env.config == {"size": 5, "p_hole": 0.2, "holes": "blocking", "score": "goal", "max_steps": 12}
 
 
 def test_unknown_id_suggests_the_closest():

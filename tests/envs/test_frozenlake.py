@@ -54,6 +54,20 @@ def test_walking_to_the_goal_scores_one(lake):
     assert info["admissible_actions"] == []
 
 
+def test_progress_score_is_the_share_of_the_shortest_path_covered(lake):
+    env = lake(score="progress")  # the shortest safe path from row 1 column 1 is 6 moves
+    assert "share of the shortest safe path" in env.criteria and "partial credit" in lake().criteria
+    assert env.step("left")[4]["score"] == 0.0  # a bump: no progress
+    assert env.step("right")[4]["score"] == pytest.approx(1 / 6)
+    info = env.step("right")[4]
+    assert info["score"] == pytest.approx(2 / 6) and not info["success"]
+    assert env.step("down")[4]["score"] == pytest.approx(3 / 6)
+    assert env.step("right")[4]["score"] == 0.0  # into the hole at row 2 column 4
+    assert lake(score="goal").step("right")[4]["score"] == 0.0
+    with pytest.raises(EnvError, match="score must be one of"):
+        lake(score="distance")
+
+
 def test_bumping_into_the_edge_is_a_valid_no_op(lake):
     env = lake()
     observation, reward, terminated, _, info = env.step("up")

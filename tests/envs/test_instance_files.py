@@ -17,7 +17,7 @@ def test_round_trip_plays_the_same_tasks(tmp_path):
         "format": "hindsight.instances",
         "version": 1,
         "env": "frozenlake",
-        "kwargs": {"size": 5, "p_hole": 0.2, "holes": "blocking", "max_steps": 25},
+        "kwargs": {"size": 5, "p_hole": 0.2, "holes": "blocking", "score": "goal", "max_steps": 25},
     }
     seeds = source.split_seeds("test", 6)
     assert [line["seed"] for line in lines] == seeds and {line["split"] for line in lines} == {"test"}

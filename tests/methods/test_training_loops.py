@@ -50,6 +50,32 @@ def test_sft_clones_oracle_turns(tiny_model_dir, tmp_path):
     assert json.loads((run / "summary.json").read_text())["episodes"] == 2
 
 
+def test_sft_resume_from_a_mid_run_checkpoint_matches_an_uninterrupted_run(tiny_model_dir, tmp_path):
+    import shutil
+
+    config = SFTConfig(model=f"hf:{tiny_model_dir}", env_kwargs={"size": 3}, demo_episodes=8, epochs=3, batch_size=4,
+                       micro_batch_size=2, lr=2e-2, warmup_steps=1, eval_episodes=2, max_new_tokens=6,
+                       full_finetune=True, checkpoint_every=4)
+    straight = train_sft(config, tmp_path / "straight")
+    steps = [c.step for c in list_checkpoints(straight)]
+    assert len(steps) == 2 and steps[-1] == read_metrics(straight)[-2]["step"]
+
+    # A copy that "died" after its next-to-last checkpoint: the last checkpoint, the
+    # summary and the eval are gone, the metric rows written after the checkpoint stay.
+    crashed = tmp_path / "crashed"
+    shutil.copytree(straight, crashed)
+    shutil.rmtree(list_checkpoints(crashed)[-1].path)
+    (crashed / "summary.json").unlink()
+    with (crashed / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 99, "sft/loss": 1.0')  # a row cut short by the kill
+
+    train_sft(None, crashed, resume=True)
+    assert comparable(read_metrics(crashed)) == comparable(read_metrics(straight))
+    a = torch.load(list_checkpoints(straight)[-1].path / "model" / "weights.pt")
+    b = torch.load(list_checkpoints(crashed)[-1].path / "model" / "weights.pt")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_grpo_loop_logs_checkpoints_and_evaluates(tiny_model_dir, tmp_path):
     run = train_grpo(grpo_config(tiny_model_dir, updates=2, checkpoint_every=1, eval_every=1), tmp_path / "grpo")
     rows = read_metrics(run)

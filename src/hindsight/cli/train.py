@@ -2,7 +2,7 @@
 
     hindsight train sft  --config recipes/sft-frozenlake.yaml --out runs/sft
     hindsight train grpo --config recipes/smoke-grpo.yaml --set updates=4 --out runs/grpo
-    hindsight train grpo --resume runs/grpo
+    hindsight train grpo --resume runs/grpo          # sft and echo runs resume the same way
     hindsight train critic-sft --config recipes/critic-sft-blocksworld.yaml --out runs/critic-sft
     hindsight train echo --config recipes/smoke-echo.yaml --out runs/echo
     hindsight train grpo --show-config          # every key, its default and meaning
@@ -24,7 +24,7 @@ class MethodEntry:
 
 
 METHODS = {
-    "sft": MethodEntry("hindsight.methods.sft", "SFTConfig", "train_sft", resumable=False),
+    "sft": MethodEntry("hindsight.methods.sft", "SFTConfig", "train_sft", resumable=True),
     "grpo": MethodEntry("hindsight.methods.grpo", "GRPOConfig", "train_grpo", resumable=True),
     "echo": MethodEntry("hindsight.methods.echo", "ECHOConfig", "train_echo", resumable=True),
     "critic-sft": MethodEntry("hindsight.methods.critic_sft", "CriticSFTConfig", "train_critic_sft", resumable=False),

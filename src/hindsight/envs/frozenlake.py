@@ -27,6 +27,7 @@ _SYNONYMS = {
 }  # fmt: skip
 _FILLER = {"move", "go", "step", "walk", "head", "turn", "to", "the", "one", "once", "a"}
 HOLE_MODES = ("fatal", "blocking")
+SCORE_MODES = ("goal", "progress")
 MIN_SIZE, MAX_SIZE = 3, 12
 
 
@@ -58,10 +59,17 @@ class FrozenLake(TextEnv):
     id = "frozenlake"
     default_max_steps = 30
     description = "Walk across an n×n frozen lake to the goal without stepping into a hole."
-    criteria = (
-        "The score is 1 when the player stands on the goal and 0 otherwise. "
-        "There is no partial credit for getting closer; stepping into a hole ends the episode with 0."
-    )
+    _CRITERIA = {
+        "goal": (
+            "The score is 1 when the player stands on the goal and 0 otherwise. "
+            "There is no partial credit for getting closer; stepping into a hole ends the episode with 0."
+        ),
+        "progress": (
+            "The score is the share of the shortest safe path to the goal that the player has covered: "
+            "1 on the goal, 0 where the player started or anywhere at least as far from the goal. "
+            "Stepping into a hole ends the episode with 0. Success means standing on the goal."
+        ),
+    }
 
     def __init__(
         self,
@@ -69,20 +77,30 @@ class FrozenLake(TextEnv):
         size: int = 4,
         p_hole: float = 0.2,
         holes: str = "fatal",
+        score: str = "goal",
         max_steps: int | None = None,
         instances: Any = None,
     ):
         self.size = int_knob("size", size, MIN_SIZE, MAX_SIZE)
         self.p_hole = float_knob("p_hole", p_hole, 0.0, 0.5)
         self.hole_mode = choice_knob("holes", holes, HOLE_MODES)
+        # Only the score changes with `score`: tasks, observations and success stay the
+        # same, so a policy trained under one mode starts the other on equal terms.
+        self.score_mode = choice_knob("score", score, SCORE_MODES)
         super().__init__(
-            max_steps=max_steps, instances=instances, size=self.size, p_hole=self.p_hole, holes=self.hole_mode
+            max_steps=max_steps, instances=instances, size=self.size, p_hole=self.p_hole, holes=self.hole_mode,
+            score=self.score_mode,
         )
         self._size = self.size
         self._holes: set[Cell] = set()
         self._goal: Cell = (0, 0)
         self._pos: Cell = (0, 0)
         self._fell = False
+        self._start_distance = 1
+
+    @property
+    def criteria(self) -> str:  # type: ignore[override]  # depends on the score mode
+        return self._CRITERIA[self.score_mode]
 
     def _default_max_steps(self) -> int:
         # Generated maps have a shortest path of at most 3 * size moves.
@@ -136,6 +154,7 @@ class FrozenLake(TextEnv):
         start, self._goal, self._holes = _read_map(instance["map"])
         self._pos = start
         self._fell = False
+        self._start_distance = shortest_distances(self._size, self._holes, self._goal)[start]
 
     # -- dynamics -----------------------------------------------------------------
     def _step(self, action: str) -> tuple[bool, bool, str]:
@@ -194,7 +213,12 @@ class FrozenLake(TextEnv):
         return f"pos={self._pos[0] + 1},{self._pos[1] + 1}"
 
     def score(self) -> float:
-        return 1.0 if self.is_success() else 0.0
+        if self.is_success():
+            return 1.0
+        if self._fell or self.score_mode == "goal":
+            return 0.0
+        remaining = shortest_distances(self._size, self._holes, self._goal)[self._pos]
+        return max(0.0, 1.0 - remaining / self._start_distance)
 
     def is_success(self) -> bool:
         return not self._fell and self._pos == self._goal

@@ -12,7 +12,7 @@ import random
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import torch
 
@@ -108,24 +108,38 @@ class SupervisedBasics(TrainingBasics):
     micro_batch_size: int = option(8, "sequences per forward/backward (gradient accumulation)")
     lr: float = option(3e-4, "peak learning rate")
     warmup_steps: int = option(5, "linear warm-up steps")
+    checkpoint_every: int = option(25, "save a checkpoint every N optimizer steps (always after the last one)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.checkpoint_every < 1:
+            raise ValueError("checkpoint_every must be >= 1")
+
+
+def supervised_optimizer(model: TrainableModel, num_sequences: int, config: SupervisedBasics):
+    """AdamW and its schedule sized for `epochs` passes over `num_sequences` sequences."""
+    total = max(1, num_sequences // config.batch_size) * config.epochs
+    return make_optimizer(model.parameters(), config.lr, config.weight_decay, config.warmup_steps, total)
 
 
 def fit_supervised(
     model: TrainableModel, sequences: Sequence[TrainingSequence], config: SupervisedBasics, metrics: MetricsLog,
-    area: str = "sft",
-) -> tuple[int, torch.optim.Optimizer, Any]:
+    optimizer: torch.optim.Optimizer, scheduler: Any, *, start: int = 0,
+    save: Callable[[int], None] | None = None, area: str = "sft",
+) -> int:
     """Minimise the token-mean NLL of the masked-in tokens for the active role.
 
     Shuffled batches of `batch_size` sequences (a remainder smaller than a batch is
-    dropped each epoch), AdamW with warm-up and cosine decay, gradient accumulation
-    over micro-batches. Logs one `area/…` row per step; returns (steps, optimizer, scheduler).
+    dropped each epoch), gradient accumulation over micro-batches, one `area/…` metric
+    row per step. `save(step)` is called every `checkpoint_every` steps and after the
+    last one. With `start` > 0 (a restored checkpoint) the first `start` steps are
+    skipped: the data order is replayed from the seed, so the batches that follow are
+    the ones an uninterrupted run would have seen. Returns the number of steps.
     """
     from hindsight.train.update import sft_loss
 
     steps_per_epoch = max(1, len(sequences) // config.batch_size)
-    optimizer, scheduler = make_optimizer(
-        model.parameters(), config.lr, config.weight_decay, config.warmup_steps, steps_per_epoch * config.epochs
-    )
+    total = steps_per_epoch * config.epochs
     order_rng = random.Random(config.seed)
     step = 0
     model.model.train()
@@ -133,6 +147,9 @@ def fit_supervised(
         order = list(range(len(sequences)))
         order_rng.shuffle(order)
         for first in range(0, steps_per_epoch * config.batch_size, config.batch_size):
+            if step < start:
+                step += 1
+                continue
             step_started = time.perf_counter()
             batch = [sequences[i] for i in order[first : first + config.batch_size]]
             tokens = sum(s.num_loss_tokens for s in batch)
@@ -153,8 +170,10 @@ def fit_supervised(
                 f"{area}/loss": loss_total, f"{area}/grad_norm": grad_norm, f"{area}/lr": scheduler.get_last_lr()[0],
                 f"{area}/epoch": epoch, "timing/step_s": time.perf_counter() - step_started,
             })
+            if save is not None and (step % config.checkpoint_every == 0 or step == total):
+                save(step)
     model.model.eval()
-    return step, optimizer, scheduler
+    return step
 
 
 @dataclass(frozen=True)
@@ -191,6 +210,8 @@ class PolicyGradientBasics(TrainingBasics):
         Aggregation(self.aggregation)
         if self.group_size < 2:
             raise ValueError("group_size must be >= 2 (advantages are relative to the group)")
+        if self.checkpoint_every < 1:
+            raise ValueError("checkpoint_every must be >= 1")
 
     def update_settings(self) -> UpdateSettings:
         return UpdateSettings(
@@ -214,7 +235,7 @@ def resume_latest(
     run: RunDir, model: TrainableModel, optimizers: Mapping[str, Any], schedulers: Mapping[str, Any],
     trajectory_logs: Sequence[str],
 ) -> tuple[int, int]:
-    """Restore the run's latest checkpoint; returns (its update, environment steps so far), (0, 0) without one.
+    """Restore the run's latest checkpoint; returns (its step, environment steps so far), (0, 0) without one.
 
     Metric rows and the named training-trajectory logs written after that checkpoint by
     the interrupted process are dropped, so the resumed run writes them once.
@@ -226,7 +247,7 @@ def resume_latest(
     drop_records_after(run.path / "metrics.jsonl", state["step"], "step")
     for name in trajectory_logs:
         drop_records_after(run.trajectories_dir / f"{name}.jsonl", state["step"], "update")
-    return state["step"], state["env_steps"]
+    return state["step"], state.get("env_steps", 0)
 
 
 def trajectory_return(trajectory: Trajectory, reward: str) -> float:

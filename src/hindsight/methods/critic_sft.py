@@ -26,7 +26,9 @@ from hindsight.agent.critic import CriticPrompt, ModelCritic, parse_critique, te
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.configs import option
 from hindsight.logs import RunDir, read_trajectories
-from hindsight.methods.common import MetricsLog, SupervisedBasics, fit_supervised, load_latest, load_trainable
+from hindsight.methods.common import (
+    MetricsLog, SupervisedBasics, fit_supervised, load_latest, load_trainable, supervised_optimizer,
+)
 from hindsight.train.checkpoint import save_checkpoint, seed_everything
 from hindsight.train.model import TrainableModel
 from hindsight.train.sequences import reply_ids, reply_sequence
@@ -116,8 +118,13 @@ def train_critic_sft(config: CriticSFTConfig, out: str | Path) -> Path:
                     "data/sequences": len(sequences), "timing/collect_s": time.perf_counter() - started})
 
     model.activate("critic")
-    step, optimizer, scheduler = fit_supervised(model, sequences, config, metrics, area="critic_sft")
-    save_checkpoint(run.path, step, model, {"critic": optimizer}, {"critic": scheduler}, {"kind": "critic-sft"})
+    optimizer, scheduler = supervised_optimizer(model, len(sequences), config)
+
+    def save(step: int) -> None:
+        save_checkpoint(run.path, step, model, {"critic": optimizer}, {"critic": scheduler}, {"kind": "critic-sft"},
+                        keep=2)
+
+    step = fit_supervised(model, sequences, config, metrics, optimizer, scheduler, save=save, area="critic_sft")
 
     summary = {"kind": "critic-sft", "optimizer_steps": step, "attempts": len(kept)}
     if config.eval_episodes:

@@ -5,7 +5,10 @@ nothing to reinforce. This loop clones successful demonstrations — from the `o
 policy or from any run directory — into a LoRA adapter:
 
     demos → per-turn sequences (prompt as the policy will see it + response)
-          → AdamW on the response tokens only → checkpoint → evaluate
+          → AdamW on the response tokens only → checkpoint every N steps → evaluate
+
+`hindsight train sft --resume RUN` continues a killed run from its latest checkpoint,
+on the demonstrations that run saved.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ from pathlib import Path
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.parser import parse_response
 from hindsight.configs import option
-from hindsight.logs import RunDir, read_trajectories
+from hindsight.logs import read_trajectories
 from hindsight.methods.common import (
-    MetricsLog, SupervisedBasics, eval_metrics, evaluate_trainable, fit_supervised, load_trainable,
+    MetricsLog, SupervisedBasics, eval_metrics, evaluate_trainable, fit_supervised, load_trainable, open_run,
+    resume_latest, supervised_optimizer,
 )
-from hindsight.train.checkpoint import save_checkpoint, seed_everything
+from hindsight.train.checkpoint import list_checkpoints, save_checkpoint, seed_everything
 from hindsight.train.sequences import TrainingSequence, turn_sequences
 from hindsight.types import SamplingParams, Step, Trajectory
 
@@ -57,21 +61,25 @@ def _action_only(step: Step) -> Step:
     return replace(step, raw=f"<action>{action}</action>", token_ids=None, finish_reason="stop")
 
 
-def train_sft(config: SFTConfig, out: str | Path) -> Path:
+def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Path:
+    run, config = open_run("sft", SFTConfig, config, out, resume)
     seed_everything(config.seed)
-    run = RunDir(out)
-    run.write_config({"kind": "sft", **asdict(config)})
-    metrics = MetricsLog(run, config)
 
     started = time.perf_counter()
-    demos = collect_demonstrations(config)
-    if not demos:
-        raise ValueError(f"no successful demonstrations from {config.demos!r}")
-    if config.action_only:
-        demos = [replace(t, steps=tuple(_action_only(s) for s in t.steps)) for t in demos]
-    with run.trajectory_writer("demos", env=config.env) as writer:
-        for trajectory in demos:
-            writer.write_trajectory(trajectory)
+    saved_demos = run.trajectories_dir / "demos.jsonl"
+    if resume and list_checkpoints(run.path):
+        # The demonstrations the interrupted run trained on, not a fresh collection.
+        demos = list(read_trajectories(saved_demos))
+    else:
+        demos = collect_demonstrations(config)
+        if not demos:
+            raise ValueError(f"no successful demonstrations from {config.demos!r}")
+        if config.action_only:
+            demos = [replace(t, steps=tuple(_action_only(s) for s in t.steps)) for t in demos]
+        saved_demos.unlink(missing_ok=True)
+        with run.trajectory_writer("demos", env=config.env) as writer:
+            for trajectory in demos:
+                writer.write_trajectory(trajectory)
     collect_s = time.perf_counter() - started
 
     model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, config.full_finetune)
@@ -79,9 +87,19 @@ def train_sft(config: SFTConfig, out: str | Path) -> Path:
     sequences: list[TrainingSequence] = [
         s for t in demos for s in turn_sequences(t, model.backend.tokenizer, prompts)
     ]
-    metrics.log(0, {"data/demonstrations": len(demos), "data/sequences": len(sequences), "timing/collect_s": collect_s})
-    step, optimizer, scheduler = fit_supervised(model, sequences, config, metrics)
-    save_checkpoint(run.path, step, model, {"policy": optimizer}, {"policy": scheduler}, {"kind": "sft"})
+    optimizer, scheduler = supervised_optimizer(model, len(sequences), config)
+    start = 0
+    if resume:
+        start, _ = resume_latest(run, model, {"policy": optimizer}, {"policy": scheduler}, ())
+    metrics = MetricsLog(run, config)
+    if start == 0:
+        metrics.log(0, {"data/demonstrations": len(demos), "data/sequences": len(sequences),
+                        "timing/collect_s": collect_s})
+
+    def save(step: int) -> None:
+        save_checkpoint(run.path, step, model, {"policy": optimizer}, {"policy": scheduler}, {"kind": "sft"}, keep=2)
+
+    step = fit_supervised(model, sequences, config, metrics, optimizer, scheduler, start=start, save=save)
 
     if config.eval_episodes:
         summary = evaluate_trainable(model, config.eval_settings(), config.eval_split, config.eval_episodes, run,
