@@ -1,0 +1,31 @@
+"""Every shipped recipe loads into the config of the method its own usage line names."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hindsight.cli.train import METHODS
+from hindsight.configs import load_config
+from hindsight.envs import make
+
+RECIPES = sorted((Path(__file__).parents[2] / "recipes").glob("*.yaml"))
+
+
+def test_recipes_exist():
+    assert len(RECIPES) >= 8
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.name)
+def test_recipe_loads_into_its_methods_config(recipe):
+    import importlib
+
+    usage = re.search(rf"hindsight train ([a-z-]+)[^\n]*--config recipes/{re.escape(recipe.name)}", recipe.read_text())
+    assert usage, f"{recipe.name} has no `hindsight train METHOD --config recipes/{recipe.name}` usage line"
+    entry = METHODS[usage.group(1)]
+    config_cls = getattr(importlib.import_module(entry.module), entry.config)
+    # Recipes that start from another run name it with --set; a placeholder stands in for it.
+    overrides = [f"{key}=runs/placeholder" for key in ("init_from", "critic_init_from", "policy_from")
+                 if key in config_cls.__dataclass_fields__]
+    config = load_config(config_cls, recipe, overrides)
+    make(config.env, **config.env_kwargs)  # the env knobs are valid too
