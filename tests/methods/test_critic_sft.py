@@ -1,6 +1,7 @@
 """The critic warm start: template-critique targets, SFT of the critic adapter alone, loading into ECHO."""
 
 import json
+import shutil
 
 import torch
 
@@ -10,7 +11,7 @@ from hindsight.methods.echo import ECHOConfig, load_echo_model
 from hindsight.train.checkpoint import list_checkpoints
 from hindsight.types import Trajectory
 
-from .test_training_loops import read_metrics
+from .test_training_loops import comparable, read_metrics
 
 
 def test_balance_solved_caps_the_share_of_solved_attempts():
@@ -26,7 +27,7 @@ def test_critic_sft_trains_only_the_critic_and_echo_starts_from_it(tiny_lora_mod
     config = CriticSFTConfig(
         model=f"hf:{tiny_lora_model_dir}", env_kwargs={"size": 3, "max_steps": 2}, episodes=8, samples_per_task=1,
         epochs=6, batch_size=4, micro_batch_size=4, lr=5e-2, warmup_steps=0, eval_episodes=2, max_new_tokens=4,
-        critic_max_new_tokens=8,
+        critic_max_new_tokens=8, checkpoint_every=4,
     )
     run = train_critic_sft(config, tmp_path / "critic-sft")
     rows = read_metrics(run)
@@ -50,3 +51,15 @@ def test_critic_sft_trains_only_the_critic_and_echo_starts_from_it(tiny_lora_mod
     again = train_critic_sft(CriticSFTConfig(**{**config.__dict__, "attempts": logged, "epochs": 1, "eval_episodes": 0}),
                              tmp_path / "from-log")
     assert read_metrics(again)[0]["data/attempts"] == len(attempts)
+
+    # Killed after its step-8 checkpoint: resuming trains steps 9-12 on the saved attempts
+    # and ends where the uninterrupted run did.
+    crashed = tmp_path / "crashed"
+    shutil.copytree(run, crashed)
+    assert [c.step for c in list_checkpoints(crashed)] == [8, 12]
+    shutil.rmtree(list_checkpoints(crashed)[-1].path)
+    (crashed / "summary.json").unlink()
+    train_critic_sft(None, crashed, resume=True)
+    assert comparable(read_metrics(crashed)) == comparable(rows)
+    resumed = torch.load(list_checkpoints(crashed)[-1].path / "model" / "weights.pt")
+    assert all(torch.equal(resumed[k], saved[k]) for k in saved)

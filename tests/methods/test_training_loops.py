@@ -131,3 +131,16 @@ def test_config_files_reject_unknown_keys(tmp_path):
     with pytest.raises(ConfigError, match="integer"):
         load_config(GRPOConfig, path)
     assert load_config(GRPOConfig, None, ["updates=3", "lr=1e-4"]).lr == 1e-4
+
+
+def test_resume_without_a_checkpoint_starts_over_and_drops_what_was_logged(tmp_path):
+    from hindsight.logs import RunDir
+    from hindsight.methods.common import resume_latest
+
+    run = RunDir(tmp_path / "run")
+    (run.path / "metrics.jsonl").write_text('{"step": 0, "eval/success_rate": 0.5}\n{"step": 1, "policy/loss": 0.1}\n')
+    run.trajectories_dir.mkdir(parents=True, exist_ok=True)
+    (run.trajectories_dir / "train.jsonl").write_text('{"kind": "header", "format": "x"}\n{"id": "a", "update": 1}\n')
+    assert resume_latest(run, None, {}, {}, ("train",)) == (0, 0)
+    assert (run.path / "metrics.jsonl").read_text() == ""
+    assert (run.trajectories_dir / "train.jsonl").read_text() == '{"kind": "header", "format": "x"}\n'

@@ -2,7 +2,7 @@
 
     hindsight train sft  --config recipes/sft-frozenlake.yaml --out runs/sft
     hindsight train grpo --config recipes/smoke-grpo.yaml --set updates=4 --out runs/grpo
-    hindsight train grpo --resume runs/grpo          # sft and echo runs resume the same way
+    hindsight train grpo --resume runs/grpo          # every method resumes the same way
     hindsight train critic-sft --config recipes/critic-sft-blocksworld.yaml --out runs/critic-sft
     hindsight train echo --config recipes/smoke-echo.yaml --out runs/echo
     hindsight train grpo --show-config          # every key, its default and meaning
@@ -20,14 +20,13 @@ class MethodEntry:
     module: str
     config: str
     train: str
-    resumable: bool
 
 
 METHODS = {
-    "sft": MethodEntry("hindsight.methods.sft", "SFTConfig", "train_sft", resumable=True),
-    "grpo": MethodEntry("hindsight.methods.grpo", "GRPOConfig", "train_grpo", resumable=True),
-    "echo": MethodEntry("hindsight.methods.echo", "ECHOConfig", "train_echo", resumable=True),
-    "critic-sft": MethodEntry("hindsight.methods.critic_sft", "CriticSFTConfig", "train_critic_sft", resumable=False),
+    "sft": MethodEntry("hindsight.methods.sft", "SFTConfig", "train_sft"),
+    "grpo": MethodEntry("hindsight.methods.grpo", "GRPOConfig", "train_grpo"),
+    "echo": MethodEntry("hindsight.methods.echo", "ECHOConfig", "train_echo"),
+    "critic-sft": MethodEntry("hindsight.methods.critic_sft", "CriticSFTConfig", "train_critic_sft"),
 }
 
 
@@ -55,8 +54,6 @@ def run(args: argparse.Namespace) -> int:
         print(describe(config_cls))
         return 0
     if args.resume:
-        if not entry.resumable:
-            raise CLIError(f"{args.method} runs cannot be resumed; start a new run")
         if args.config or args.overrides or args.out:
             raise CLIError("--resume takes the run's own config; drop --config/--set/--out")
         from pathlib import Path

@@ -238,16 +238,15 @@ def resume_latest(
     """Restore the run's latest checkpoint; returns (its step, environment steps so far), (0, 0) without one.
 
     Metric rows and the named training-trajectory logs written after that checkpoint by
-    the interrupted process are dropped, so the resumed run writes them once.
+    the interrupted process are dropped, so the resumed run writes them once. Without a
+    checkpoint the run starts over, so all of them are dropped.
     """
     checkpoints = list_checkpoints(run.path)
-    if not checkpoints:
-        return 0, 0
-    state = load_checkpoint(checkpoints[-1], model, optimizers, schedulers)
+    state = load_checkpoint(checkpoints[-1], model, optimizers, schedulers) if checkpoints else {"step": -1}
     drop_records_after(run.path / "metrics.jsonl", state["step"], "step")
     for name in trajectory_logs:
         drop_records_after(run.trajectories_dir / f"{name}.jsonl", state["step"], "update")
-    return state["step"], state.get("env_steps", 0)
+    return max(state["step"], 0), state.get("env_steps", 0)
 
 
 def trajectory_return(trajectory: Trajectory, reward: str) -> float:
@@ -361,7 +360,8 @@ def drop_records_after(path: Path, last_step: int, step_key: str) -> None:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if record.get(step_key, 0) <= last_step:
+        step = record.get(step_key) if isinstance(record, dict) else None
+        if step is None or step <= last_step:
             kept.append(line)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")

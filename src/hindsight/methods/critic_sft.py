@@ -14,22 +14,26 @@ kind of critique from it. ECHO then continues from this adapter (`critic_init_fr
     targets   the template critique of each attempt (solved ones: "none", capped in share)
     sft       the critic adapter on (critic prompt → target), response tokens only
     eval      greedy critiques of held-out validation attempts against their templates
+
+`hindsight train critic-sft --resume RUN` continues from the latest checkpoint on the
+attempts the run saved.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from hindsight.agent.critic import CriticPrompt, ModelCritic, parse_critique, template_critique
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.configs import option
-from hindsight.logs import RunDir, read_trajectories
+from hindsight.logs import read_trajectories
 from hindsight.methods.common import (
-    MetricsLog, SupervisedBasics, fit_supervised, load_latest, load_trainable, supervised_optimizer,
+    MetricsLog, SupervisedBasics, fit_supervised, load_latest, load_trainable, open_run, resume_latest,
+    supervised_optimizer,
 )
-from hindsight.train.checkpoint import save_checkpoint, seed_everything
+from hindsight.train.checkpoint import list_checkpoints, save_checkpoint, seed_everything
 from hindsight.train.model import TrainableModel
 from hindsight.train.sequences import reply_ids, reply_sequence
 from hindsight.types import SamplingParams, Trajectory
@@ -83,13 +87,11 @@ def policy_attempts(
     return engine.run([Task(seed=s, sample=j) for s in seeds for j in range(config.samples_per_task)])
 
 
-def train_critic_sft(config: CriticSFTConfig, out: str | Path) -> Path:
+def train_critic_sft(config: CriticSFTConfig, out: str | Path, *, resume: bool = False) -> Path:
     from hindsight.envs import make
 
+    run, config = open_run("critic-sft", CriticSFTConfig, config, out, resume)
     seed_everything(config.seed)
-    run = RunDir(out)
-    run.write_config({"kind": "critic-sft", **asdict(config)})
-    metrics = MetricsLog(run, config)
     model = load_trainable(config.model, ("policy", "critic"), config.lora_rank, config.lora_alpha, False)
     if config.policy_from:
         load_latest(model, config.policy_from, "policy")
@@ -98,33 +100,45 @@ def train_critic_sft(config: CriticSFTConfig, out: str | Path) -> Path:
     tokenizer = model.backend.tokenizer
 
     started = time.perf_counter()
-    if config.attempts:
-        attempts = [t for t in read_trajectories(config.attempts) if t.env == env.id]
+    saved_attempts = run.trajectories_dir / "attempts.jsonl"
+    if resume and list_checkpoints(run.path):
+        # The attempts the interrupted run trained on, not a fresh sample.
+        attempts = kept = list(read_trajectories(saved_attempts))
     else:
-        attempts = policy_attempts(config, model, "train", config.episodes, config.seed)
-    kept = balance_solved(attempts, config.solved_share)
-    if not kept:
-        raise ValueError(f"no {env.id} attempts to critique")
+        if config.attempts:
+            attempts = [t for t in read_trajectories(config.attempts) if t.env == env.id]
+        else:
+            attempts = policy_attempts(config, model, "train", config.episodes, config.seed)
+        kept = balance_solved(attempts, config.solved_share)
+        if not kept:
+            raise ValueError(f"no {env.id} attempts to critique")
+        saved_attempts.unlink(missing_ok=True)
+        with run.trajectory_writer("attempts", env=config.env, split="train") as writer:
+            for attempt in kept:
+                writer.write_trajectory(attempt.with_meta(template_critique=template_critique(attempt)))
     targets = [template_critique(attempt) for attempt in kept]
-    with run.trajectory_writer("attempts", env=config.env, split="train") as writer:
-        for attempt, target in zip(kept, targets):
-            writer.write_trajectory(attempt.with_meta(template_critique=target))
     sequences = [
         reply_sequence(tokenizer, critic_prompt.build(attempt), reply_ids(tokenizer, target, None, "stop"), attempt.id)
         for attempt, target in zip(kept, targets)
     ]
-    metrics.log(0, {"data/attempts": len(attempts), "data/kept": len(kept),
-                    "data/solved_share": sum(t.success for t in kept) / len(kept),
-                    "data/sequences": len(sequences), "timing/collect_s": time.perf_counter() - started})
 
     model.activate("critic")
     optimizer, scheduler = supervised_optimizer(model, len(sequences), config)
+    start = 0
+    if resume:
+        start, _ = resume_latest(run, model, {"critic": optimizer}, {"critic": scheduler}, ())
+    metrics = MetricsLog(run, config)
+    if start == 0:
+        metrics.log(0, {"data/attempts": len(attempts), "data/kept": len(kept),
+                        "data/solved_share": sum(t.success for t in kept) / len(kept),
+                        "data/sequences": len(sequences), "timing/collect_s": time.perf_counter() - started})
 
     def save(step: int) -> None:
         save_checkpoint(run.path, step, model, {"critic": optimizer}, {"critic": scheduler}, {"kind": "critic-sft"},
                         keep=2)
 
-    step = fit_supervised(model, sequences, config, metrics, optimizer, scheduler, save=save, area="critic_sft")
+    step = fit_supervised(model, sequences, config, metrics, optimizer, scheduler, start=start, save=save,
+                          area="critic_sft")
 
     summary = {"kind": "critic-sft", "optimizer_steps": step, "attempts": len(kept)}
     if config.eval_episodes:
