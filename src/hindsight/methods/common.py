@@ -12,7 +12,7 @@ import random
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Mapping, Sequence, TypeVar
 
 import torch
 
@@ -22,7 +22,7 @@ from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory
 from hindsight.algos.grpo import Aggregation
 from hindsight.configs import ConfigError, from_mapping, option
 from hindsight.logs import RunDir
-from hindsight.train.checkpoint import list_checkpoints, load_checkpoint
+from hindsight.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from hindsight.train.model import LoraSettings, TrainableModel
 from hindsight.train.sequences import TrainingSequence
 from hindsight.train.update import UpdateSettings, UpdateStats
@@ -116,30 +116,31 @@ class SupervisedBasics(TrainingBasics):
             raise ValueError("checkpoint_every must be >= 1")
 
 
-def supervised_optimizer(model: TrainableModel, num_sequences: int, config: SupervisedBasics):
-    """AdamW and its schedule sized for `epochs` passes over `num_sequences` sequences."""
-    total = max(1, num_sequences // config.batch_size) * config.epochs
-    return make_optimizer(model.parameters(), config.lr, config.weight_decay, config.warmup_steps, total)
-
-
 def fit_supervised(
-    model: TrainableModel, sequences: Sequence[TrainingSequence], config: SupervisedBasics, metrics: MetricsLog,
-    optimizer: torch.optim.Optimizer, scheduler: Any, *, start: int = 0,
-    save: Callable[[int], None] | None = None, area: str = "sft",
-) -> int:
-    """Minimise the token-mean NLL of the masked-in tokens for the active role.
+    run: RunDir, model: TrainableModel, role: str, sequences: Sequence[TrainingSequence], config: SupervisedBasics,
+    *, resume: bool, data: Mapping[str, float], area: str,
+) -> tuple[int, MetricsLog]:
+    """Minimise the token-mean NLL of the masked-in tokens for `role`, with checkpoints.
 
     Shuffled batches of `batch_size` sequences (a remainder smaller than a batch is
-    dropped each epoch), gradient accumulation over micro-batches, one `area/…` metric
-    row per step. `save(step)` is called every `checkpoint_every` steps and after the
-    last one. With `start` > 0 (a restored checkpoint) the first `start` steps are
-    skipped: the data order is replayed from the seed, so the batches that follow are
-    the ones an uninterrupted run would have seen. Returns the number of steps.
+    dropped each epoch), AdamW with warm-up and cosine decay, gradient accumulation over
+    micro-batches, one `area/…` metric row per step (after a step-0 row of `data`), a
+    checkpoint every `checkpoint_every` steps and after the last. With `resume`, the
+    latest checkpoint is restored and the data order is replayed from the seed past the
+    steps already taken, so the batches that follow are the ones an uninterrupted run
+    would have seen. Returns (steps, the open metrics log for the caller's evaluation rows).
     """
     from hindsight.train.update import sft_loss
 
     steps_per_epoch = max(1, len(sequences) // config.batch_size)
     total = steps_per_epoch * config.epochs
+    model.activate(role)
+    optimizer, scheduler = make_optimizer(model.parameters(), config.lr, config.weight_decay, config.warmup_steps,
+                                          total)
+    start = resume_latest(run, model, {role: optimizer}, {role: scheduler}, ())[0] if resume else 0
+    metrics = MetricsLog(run, config)
+    if start == 0:
+        metrics.log(0, dict(data))
     order_rng = random.Random(config.seed)
     step = 0
     model.model.train()
@@ -170,10 +171,10 @@ def fit_supervised(
                 f"{area}/loss": loss_total, f"{area}/grad_norm": grad_norm, f"{area}/lr": scheduler.get_last_lr()[0],
                 f"{area}/epoch": epoch, "timing/step_s": time.perf_counter() - step_started,
             })
-            if save is not None and (step % config.checkpoint_every == 0 or step == total):
-                save(step)
+            if step % config.checkpoint_every == 0 or step == total:
+                save_checkpoint(run.path, step, model, {role: optimizer}, {role: scheduler}, {"kind": area}, keep=2)
     model.model.eval()
-    return step
+    return step, metrics
 
 
 @dataclass(frozen=True)

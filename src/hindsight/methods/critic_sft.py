@@ -29,11 +29,8 @@ from hindsight.agent.critic import CriticPrompt, ModelCritic, parse_critique, te
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.configs import option
 from hindsight.logs import read_trajectories
-from hindsight.methods.common import (
-    MetricsLog, SupervisedBasics, fit_supervised, load_latest, load_trainable, open_run, resume_latest,
-    supervised_optimizer,
-)
-from hindsight.train.checkpoint import list_checkpoints, save_checkpoint, seed_everything
+from hindsight.methods.common import SupervisedBasics, fit_supervised, load_latest, load_trainable, open_run
+from hindsight.train.checkpoint import list_checkpoints, seed_everything
 from hindsight.train.model import TrainableModel
 from hindsight.train.sequences import reply_ids, reply_sequence
 from hindsight.types import SamplingParams, Trajectory
@@ -122,23 +119,11 @@ def train_critic_sft(config: CriticSFTConfig, out: str | Path, *, resume: bool =
         for attempt, target in zip(kept, targets)
     ]
 
-    model.activate("critic")
-    optimizer, scheduler = supervised_optimizer(model, len(sequences), config)
-    start = 0
-    if resume:
-        start, _ = resume_latest(run, model, {"critic": optimizer}, {"critic": scheduler}, ())
-    metrics = MetricsLog(run, config)
-    if start == 0:
-        metrics.log(0, {"data/attempts": len(attempts), "data/kept": len(kept),
-                        "data/solved_share": sum(t.success for t in kept) / len(kept),
-                        "data/sequences": len(sequences), "timing/collect_s": time.perf_counter() - started})
-
-    def save(step: int) -> None:
-        save_checkpoint(run.path, step, model, {"critic": optimizer}, {"critic": scheduler}, {"kind": "critic-sft"},
-                        keep=2)
-
-    step = fit_supervised(model, sequences, config, metrics, optimizer, scheduler, start=start, save=save,
-                          area="critic_sft")
+    data = {"data/attempts": len(attempts), "data/kept": len(kept),
+            "data/solved_share": sum(t.success for t in kept) / len(kept), "data/sequences": len(sequences),
+            "timing/collect_s": time.perf_counter() - started}
+    step, metrics = fit_supervised(run, model, "critic", sequences, config, resume=resume, data=data,
+                                   area="critic_sft")
 
     summary = {"kind": "critic-sft", "optimizer_steps": step, "attempts": len(kept)}
     if config.eval_episodes:

@@ -22,10 +22,9 @@ from hindsight.agent.parser import parse_response
 from hindsight.configs import option
 from hindsight.logs import read_trajectories
 from hindsight.methods.common import (
-    MetricsLog, SupervisedBasics, eval_metrics, evaluate_trainable, fit_supervised, load_trainable, open_run,
-    resume_latest, supervised_optimizer,
+    SupervisedBasics, eval_metrics, evaluate_trainable, fit_supervised, load_trainable, open_run,
 )
-from hindsight.train.checkpoint import list_checkpoints, save_checkpoint, seed_everything
+from hindsight.train.checkpoint import list_checkpoints, seed_everything
 from hindsight.train.sequences import TrainingSequence, turn_sequences
 from hindsight.types import SamplingParams, Step, Trajectory
 
@@ -87,19 +86,8 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
     sequences: list[TrainingSequence] = [
         s for t in demos for s in turn_sequences(t, model.backend.tokenizer, prompts)
     ]
-    optimizer, scheduler = supervised_optimizer(model, len(sequences), config)
-    start = 0
-    if resume:
-        start, _ = resume_latest(run, model, {"policy": optimizer}, {"policy": scheduler}, ())
-    metrics = MetricsLog(run, config)
-    if start == 0:
-        metrics.log(0, {"data/demonstrations": len(demos), "data/sequences": len(sequences),
-                        "timing/collect_s": collect_s})
-
-    def save(step: int) -> None:
-        save_checkpoint(run.path, step, model, {"policy": optimizer}, {"policy": scheduler}, {"kind": "sft"}, keep=2)
-
-    step = fit_supervised(model, sequences, config, metrics, optimizer, scheduler, start=start, save=save)
+    data = {"data/demonstrations": len(demos), "data/sequences": len(sequences), "timing/collect_s": collect_s}
+    step, metrics = fit_supervised(run, model, "policy", sequences, config, resume=resume, data=data, area="sft")
 
     if config.eval_episodes:
         summary = evaluate_trainable(model, config.eval_settings(), config.eval_split, config.eval_episodes, run,
