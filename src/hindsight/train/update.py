@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import torch
 
 from hindsight.algos.grpo import Aggregation, clipped_policy_loss
+from hindsight.train.distributed import Workers
 from hindsight.train.model import TrainableModel, collate
 from hindsight.train.sequences import TrainingSequence
 
@@ -60,6 +61,7 @@ def policy_gradient_update(
     optimizer: torch.optim.Optimizer,
     scheduler: Any | None,
     settings: UpdateSettings,
+    workers: Workers = Workers(),
 ) -> UpdateStats | None:
     """Run `settings.epochs` optimizer steps of the clipped objective on the active role.
 
@@ -69,18 +71,23 @@ def policy_gradient_update(
     KL term they are skipped entirely but still count in the loss's denominator, so the
     objective is the same as if they had been computed. Returns None when nothing is
     left to train on.
+
+    With several `workers` (data parallelism), each process passes its own sequences;
+    the loss is normalised by the units of all of them and the gradients are summed, so
+    every process takes the step one process would take on the union. Returned losses
+    and sizes are totals over the processes.
     """
     if len(sequences) != len(advantages):
         raise ValueError("one advantage per sequence is needed")
     started = time.perf_counter()
     aggregation = settings.aggregation
     device = next(model.model.parameters()).device
-    full_mask = collate(sequences, model.pad_id).loss_mask if sequences else None
-    if full_mask is None or aggregation.units(full_mask) == 0:
-        return None
-    total_units = aggregation.units(full_mask)
     keep = [i for i, a in enumerate(advantages) if a != 0.0 or settings.kl_coef > 0]
-    if not keep:
+    local_units = aggregation.units(collate(sequences, model.pad_id).loss_mask) if sequences else 0
+    kept_tokens = sum(sequences[i].num_loss_tokens for i in keep)
+    total_units, total_kept, total_kept_tokens = workers.sum([local_units, len(keep), kept_tokens])
+    # Every process takes this decision from the same sums, so none is left waiting.
+    if total_units == 0 or total_kept == 0:
         return None
     kept = [sequences[i] for i in keep]
     kept_adv = [float(advantages[i]) for i in keep]
@@ -112,19 +119,27 @@ def policy_gradient_update(
             weight = aggregation.units(batch.loss_mask) / total_units
             (loss * weight).backward()
             compute_s += time.perf_counter() - compute_started
-            for key in ("loss", "pg_loss", "kl", "clip_frac"):
+            for key in ("loss", "pg_loss", "kl"):
                 totals[key] += getattr(stats, key) * weight / settings.epochs
+            # The share of clipped tokens, whatever the micro-batching.
+            token_share = float(batch.loss_mask.sum()) / total_kept_tokens
+            totals["clip_frac"] += stats.clip_frac * token_share / settings.epochs
+        workers.sum_gradients(model.parameters())
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
         totals["grad_norm"] += float(grad_norm) / settings.epochs
         optimizer.step()
         if scheduler is not None:
             scheduler.step()
     model.model.eval()
+    loss_terms = ("loss", "pg_loss", "kl", "clip_frac")
+    summed = workers.sum([totals[key] for key in loss_terms] + [
+        len(kept), sum(b.num_tokens for b in batches), sum(float(b.loss_mask.sum()) for b in batches)])
+    totals.update(zip(loss_terms, summed[:4]))
     return UpdateStats(
         **totals,
-        sequences=len(kept),
-        tokens=sum(b.num_tokens for b in batches),
-        loss_tokens=int(sum(b.loss_mask.sum() for b in batches)),
+        sequences=int(summed[4]),
+        tokens=int(summed[5]),
+        loss_tokens=int(summed[6]),
         forward_backward_s=compute_s,
         seconds=time.perf_counter() - started,
     )

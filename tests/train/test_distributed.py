@@ -1,0 +1,91 @@
+"""Data parallelism: two processes, each updating on half the batch, take the one-process step.
+
+The two workers are real processes joined through accelerate (gloo on CPU), started the
+way a launcher starts them (RANK, WORLD_SIZE, MASTER_ADDR/PORT in the environment).
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from hindsight.train.distributed import Workers
+
+# Run by each worker process and, with one worker, by the test itself.
+SCRIPT = r'''
+import json, sys
+import pytest
+import torch
+from hindsight.algos.grpo import Aggregation
+from hindsight.methods.common import load_trainable, make_optimizer
+from hindsight.train.distributed import Workers
+from hindsight.train.sequences import TrainingSequence
+from hindsight.train.update import UpdateSettings, policy_gradient_update
+
+model_dir, out, aggregation, epochs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+workers = Workers.current()
+torch.manual_seed(0)
+model = load_trainable(f"hf:{model_dir}", ("policy",), lora_rank=4, lora_alpha=8, full_finetune=False)
+# Six sequences of different lengths and answer lengths; one has a zero advantage.
+sequences = [
+    TrainingSequence(tuple(range(10 + i, 20 + 3 * i)), (0,) * 4 + (1,) * (6 + 2 * i), f"s{i}", (0,))
+    for i in range(6)
+]
+advantages = [1.0, -0.5, 0.0, 2.0, -1.5, 0.25]
+mine = workers.shard(range(6))
+optimizer, scheduler = make_optimizer(model.parameters(), lr=1e-2, weight_decay=0.0, warmup=0, total=4)
+settings = UpdateSettings(aggregation=Aggregation(aggregation), epochs=epochs, micro_batch_size=2, kl_coef=0.1)
+stats = [policy_gradient_update(model, [sequences[i] for i in mine], [advantages[i] for i in mine], optimizer,
+                                scheduler, settings, workers) for _ in range(2)]
+if workers.is_main:
+    torch.save({n: p.detach() for n, p in model.model.named_parameters() if "lora_" in n}, out + ".pt")
+    json.dump([[s.loss, s.pg_loss, s.kl, s.clip_frac, s.grad_norm, s.sequences, s.tokens] for s in stats],
+              open(out + ".json", "w"))
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_workers(tmp_path: Path, model_dir: Path, world: int, name: str, aggregation: str, epochs: int):
+    script = tmp_path / "worker.py"
+    script.write_text(SCRIPT)
+    port = free_port()
+    processes = []
+    for rank in range(world):
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "WORLD_SIZE": str(world), "RANK": str(rank),
+               "LOCAL_RANK": str(rank), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        processes.append(subprocess.Popen([sys.executable, str(script), str(model_dir), str(tmp_path / name),
+                                           aggregation, str(epochs)], env=env))
+    assert all(p.wait(timeout=300) == 0 for p in processes)
+    weights = torch.load(tmp_path / f"{name}.pt")
+    return weights, json.loads((tmp_path / f"{name}.json").read_text())
+
+
+def test_single_process_workers_do_nothing():
+    workers = Workers()
+    assert workers.is_main and workers.shard([1, 2, 3]) == [1, 2, 3] and workers.gather([4]) == [4]
+    assert workers.sum([1.5, 2.0]) == [1.5, 2.0]
+    assert Workers(rank=1, world=2).shard(range(5)) == [1, 3]
+
+
+def test_two_processes_take_the_single_process_step(tiny_lora_model_dir, tmp_path):
+    for aggregation, epochs in (("sequence_mean", 2), ("token_mean", 1)):
+        alone, alone_stats = run_workers(tmp_path, tiny_lora_model_dir, 1, f"one-{aggregation}", aggregation, epochs)
+        pair, pair_stats = run_workers(tmp_path, tiny_lora_model_dir, 2, f"two-{aggregation}", aggregation, epochs)
+        assert alone.keys() == pair.keys()
+        moved = [k for k in alone if "lora_B" in k and alone[k].abs().sum() > 0]
+        assert moved  # the steps changed the adapters, so equal weights mean equal steps
+        for key in alone:
+            torch.testing.assert_close(pair[key], alone[key], rtol=1e-4, atol=1e-6)
+        for one, two in zip(alone_stats, pair_stats):
+            assert one[5:] == two[5:]  # sequences and tokens are totals over the processes
+            assert one[:5] == pytest.approx(two[:5], rel=1e-4, abs=1e-6)
