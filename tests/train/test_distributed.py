@@ -89,3 +89,44 @@ def test_two_processes_take_the_single_process_step(tiny_lora_model_dir, tmp_pat
         for one, two in zip(alone_stats, pair_stats):
             assert one[5:] == two[5:]  # sequences and tokens are totals over the processes
             assert one[:5] == pytest.approx(two[:5], rel=1e-4, abs=1e-6)
+
+
+GRPO_SCRIPT = r'''
+import json, sys
+from hindsight.methods.grpo import GRPOConfig, train_grpo
+train_grpo(GRPOConfig(**json.loads(sys.argv[1])), sys.argv[2])
+'''
+
+
+def test_grpo_runs_data_parallel_over_two_processes(tiny_model_dir, tmp_path):
+    script = tmp_path / "grpo.py"
+    script.write_text(GRPO_SCRIPT)
+    config = dict(model=f"hf:{tiny_model_dir}", env_kwargs={"size": 3, "max_steps": 2}, updates=2, tasks_per_update=3,
+                  group_size=2, max_new_tokens=4, eval_every=1, eval_episodes=1, final_eval_episodes=2,
+                  checkpoint_every=1, lr=1e-2)
+    port = free_port()
+    processes = [
+        subprocess.Popen([sys.executable, str(script), json.dumps(config), str(tmp_path / "run")],
+                         env={**os.environ, "OMP_NUM_THREADS": "1", "WORLD_SIZE": "2", "RANK": str(rank),
+                              "LOCAL_RANK": str(rank), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+        for rank in range(2)
+    ]
+    assert all(p.wait(timeout=300) == 0 for p in processes)
+    run = tmp_path / "run"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [0, 1, 2, 2]  # one writer: no row twice
+    # Both processes' groups are logged: 3 tasks × G=2 per update, dealt out 2 + 1.
+    train = [json.loads(line) for line in (run / "trajectories" / "train.jsonl").read_text().splitlines()[1:]]
+    assert len(train) == 2 * 3 * 2 and len({(t["update"], t["seed"]) for t in train}) == 2 * 3
+    assert rows[2]["rollout/env_steps"] == sum(t["num_steps"] for t in train)
+    assert "eval/success_rate" in rows[1] and (run / "checkpoints" / "step-000002").is_dir()
+    assert json.loads((run / "summary.json").read_text())["episodes"] == 2
+
+
+def test_methods_that_do_not_split_their_work_refuse_several_processes(monkeypatch, tmp_path):
+    from hindsight.configs import ConfigError
+    from hindsight.methods.sft import SFTConfig, train_sft
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ConfigError, match="sft runs in one process"):
+        train_sft(SFTConfig(), tmp_path / "sft")

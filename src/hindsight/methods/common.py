@@ -222,31 +222,34 @@ class PolicyGradientBasics(TrainingBasics):
         )
 
 
-def open_run(kind: str, config_cls: type[C], config: C | None, out: str | Path, resume: bool) -> tuple[RunDir, C]:
-    """The run directory and its config: written for a new run, read back when resuming."""
+def open_run(
+    kind: str, config_cls: type[C], config: C | None, out: str | Path, resume: bool, write: bool = True,
+) -> tuple[RunDir, C]:
+    """The run directory and its config: written for a new run (by the writing process), read back when resuming."""
     run = RunDir(out)
     if resume:
         config = from_mapping(config_cls, {k: v for k, v in run.read_config().items() if k != "kind"})
-    else:
+    elif write:
         run.write_config({"kind": kind, **asdict(config)})
     return run, config
 
 
 def resume_latest(
     run: RunDir, model: TrainableModel, optimizers: Mapping[str, Any], schedulers: Mapping[str, Any],
-    trajectory_logs: Sequence[str],
+    trajectory_logs: Sequence[str], write: bool = True,
 ) -> tuple[int, int]:
     """Restore the run's latest checkpoint; returns (its step, environment steps so far), (0, 0) without one.
 
     Metric rows and the named training-trajectory logs written after that checkpoint by
-    the interrupted process are dropped, so the resumed run writes them once. Without a
-    checkpoint the run starts over, so all of them are dropped.
+    the interrupted process are dropped (by the writing process), so the resumed run
+    writes them once. Without a checkpoint the run starts over, so all of them are dropped.
     """
     checkpoints = list_checkpoints(run.path)
     state = load_checkpoint(checkpoints[-1], model, optimizers, schedulers) if checkpoints else {"step": -1}
-    drop_records_after(run.path / "metrics.jsonl", state["step"], "step")
-    for name in trajectory_logs:
-        drop_records_after(run.trajectories_dir / f"{name}.jsonl", state["step"], "update")
+    if write:
+        drop_records_after(run.path / "metrics.jsonl", state["step"], "step")
+        for name in trajectory_logs:
+            drop_records_after(run.trajectories_dir / f"{name}.jsonl", state["step"], "update")
     return max(state["step"], 0), state.get("env_steps", 0)
 
 
@@ -306,11 +309,16 @@ def eval_metrics(prefix: str, summary: EvalSummary) -> dict[str, float]:
 
 
 class MetricsLog:
-    """metrics.jsonl rows (the source of truth) plus optional TensorBoard and W&B mirrors."""
+    """metrics.jsonl rows (the source of truth) plus optional TensorBoard and W&B mirrors.
 
-    def __init__(self, run: RunDir, config: TrainingBasics):
-        self._rows = run.metrics_writer()
+    A disabled log (every data-parallel process but the first) writes nothing.
+    """
+
+    def __init__(self, run: RunDir, config: TrainingBasics, enabled: bool = True):
+        self._rows = run.metrics_writer() if enabled else None
         self._tb = self._wandb = None
+        if not enabled:
+            return
         if config.tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -328,6 +336,8 @@ class MetricsLog:
                                      dir=str(run.path), config=asdict(config))
 
     def log(self, step: int, metrics: Mapping[str, Any]) -> None:
+        if self._rows is None:
+            return
         self._rows.write({"step": step, "time": round(time.time(), 3), **metrics})
         scalars = {key: value for key, value in metrics.items() if isinstance(value, (int, float))}
         if self._tb is not None:
@@ -337,7 +347,8 @@ class MetricsLog:
             self._wandb.log(scalars, step=step)
 
     def close(self) -> None:
-        self._rows.close()
+        if self._rows is not None:
+            self._rows.close()
         if self._tb is not None:
             self._tb.close()
         if self._wandb is not None:
@@ -372,14 +383,14 @@ def drop_records_after(path: Path, last_step: int, step_key: str) -> None:
 class TrainingProgress:
     """A progress bar over updates (on stderr) showing the current phase and the last timings."""
 
-    def __init__(self, total: int, description: str, completed: int = 0):
+    def __init__(self, total: int, description: str, completed: int = 0, enabled: bool = True):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self._progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("{task.fields[phase]}"), TextColumn("{task.fields[info]}"),
-            console=Console(stderr=True),
+            console=Console(stderr=True), disable=not enabled,
         )
         self._task = self._progress.add_task(description, total=total, completed=completed, phase="", info="")
 

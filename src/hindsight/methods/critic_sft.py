@@ -31,6 +31,7 @@ from hindsight.configs import option
 from hindsight.logs import read_trajectories
 from hindsight.methods.common import SupervisedBasics, fit_supervised, load_latest, load_trainable, open_run
 from hindsight.train.checkpoint import list_checkpoints, seed_everything
+from hindsight.train.distributed import single_process
 from hindsight.train.model import TrainableModel
 from hindsight.train.sequences import reply_ids, reply_sequence
 from hindsight.types import SamplingParams, Trajectory
@@ -87,6 +88,7 @@ def policy_attempts(
 def train_critic_sft(config: CriticSFTConfig, out: str | Path, *, resume: bool = False) -> Path:
     from hindsight.envs import make
 
+    single_process("critic-sft")
     run, config = open_run("critic-sft", CriticSFTConfig, config, out, resume)
     seed_everything(config.seed)
     model = load_trainable(config.model, ("policy", "critic"), config.lora_rank, config.lora_alpha, False)

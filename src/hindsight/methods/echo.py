@@ -50,6 +50,7 @@ from hindsight.methods.common import (
     load_trainable, make_optimizer, open_run, resume_latest, trajectory_return, update_metrics,
 )
 from hindsight.train.checkpoint import list_checkpoints, save_checkpoint, seed_everything
+from hindsight.train.distributed import single_process
 from hindsight.train.model import TrainableModel
 from hindsight.train.sequences import TrainingSequence, reply_ids, reply_sequence, turn_sequences
 from hindsight.train.update import policy_gradient_update
@@ -267,6 +268,7 @@ def critic_sequences(
 def train_echo(config: ECHOConfig, out: str | Path, *, resume: bool = False) -> Path:
     from hindsight.envs import make
 
+    single_process("echo")
     run, config = open_run("echo", ECHOConfig, config, out, resume)
     seed_everything(config.seed)
     env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731

@@ -12,6 +12,10 @@ One update, top to bottom:
     log     metrics.jsonl row, trajectories with their advantages
     eval    validation split every `eval_every` updates
     save    checkpoint every `checkpoint_every` updates (exact resume)
+
+Under `accelerate launch` the tasks of each update are dealt out to the processes, each
+rolls out and scores whole groups, and the update sums their gradients
+(`hindsight.train.distributed`); process 0 logs, evaluates and saves.
 """
 
 from __future__ import annotations
@@ -25,12 +29,13 @@ import torch
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.evaluate import summarize
 from hindsight.algos.grpo import group_advantages, nonzero_variance_groups
-from hindsight.configs import option
+from hindsight.configs import ConfigError, option
 from hindsight.methods.common import (
     MetricsLog, PolicyGradientBasics, TrainingProgress, eval_metrics, evaluate_trainable, load_latest,
     load_trainable, make_optimizer, open_run, resume_latest, trajectory_return, update_metrics,
 )
 from hindsight.train.checkpoint import save_checkpoint, seed_everything
+from hindsight.train.distributed import Workers
 from hindsight.train.sequences import turn_sequences
 from hindsight.train.update import policy_gradient_update
 from hindsight.types import SamplingParams
@@ -44,10 +49,15 @@ class GRPOConfig(PolicyGradientBasics):
 def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> Path:
     from hindsight.envs import make
 
-    run, config = open_run("grpo", GRPOConfig, config, out, resume)
+    workers = Workers.current()
+    main = workers.is_main
+    run, config = open_run("grpo", GRPOConfig, config, out, resume, write=main)
     seed_everything(config.seed)
     env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
     train_seeds = env_factory().split_seeds("train", config.updates * config.tasks_per_update)
+    if config.tasks_per_update < workers.world:
+        raise ConfigError(f"tasks_per_update ({config.tasks_per_update}) must be at least the number of processes "
+                          f"({workers.world}): each process rolls out whole task groups")
 
     model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, config.full_finetune,
                            config.gradient_checkpointing)
@@ -60,25 +70,26 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
 
     start, env_steps = 0, 0
     if resume:
-        start, env_steps = resume_latest(run, model, {"policy": optimizer}, {"policy": scheduler}, ("train",))
-    metrics = MetricsLog(run, config)
-    train_log = run.trajectory_writer("train", env=config.env, split="train")
+        start, env_steps = resume_latest(run, model, {"policy": optimizer}, {"policy": scheduler}, ("train",),
+                                         write=main)
+    metrics = MetricsLog(run, config, enabled=main)
+    train_log = run.trajectory_writer("train", env=config.env, split="train") if main else None
 
-    if start == 0 and config.eval_every:
+    if main and start == 0 and config.eval_every:
         summary = evaluate_trainable(model, eval_settings, "validation", config.eval_episodes, run,
                                      "eval-validation-000000", config.seed)
         metrics.log(0, {**eval_metrics("eval", summary), "rollout/env_steps": 0})
 
-    with TrainingProgress(config.updates, "grpo", completed=start) as progress:
+    with TrainingProgress(config.updates, "grpo", completed=start, enabled=main) as progress:
         for step in range(start + 1, config.updates + 1):
             # -- rollout: G samples of each task, all in one pool --------------------------
             progress.phase("rollout")
             t0 = time.perf_counter()
             cursor = (step - 1) * config.tasks_per_update
-            seeds = train_seeds[cursor : cursor + config.tasks_per_update]
+            seeds = workers.shard(train_seeds[cursor : cursor + config.tasks_per_update])
             rollout_config = config.rollout_config(
                 SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens), "train",
-                seed=config.seed * 1_000_003 + step * 1_000,
+                seed=config.seed * 1_000_003 + step * 1_000 + 100 * workers.rank,  # own noise per process
             )
             engine = RolloutEngine(env_factory, model.backend, rollout_config)
             trajectories = engine.run([Task(seed=s, sample=j) for s in seeds for j in range(config.group_size)])
@@ -103,14 +114,19 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
                 for sequence in turn_sequences(trajectory, model.backend.tokenizer, rollout_config.prompt_builder()):
                     sequences.append(sequence)
                     sequence_adv.append(advantage)
-            stats = policy_gradient_update(model, sequences, sequence_adv, optimizer, scheduler, settings)
+            stats = policy_gradient_update(model, sequences, sequence_adv, optimizer, scheduler, settings, workers)
             update_s = time.perf_counter() - t1
 
             # -- log ----------------------------------------------------------------------
+            trajectories = workers.gather([
+                trajectory.with_meta(update=step, grpo={"return": value, "advantage": advantage})
+                for trajectory, advantage, value in zip(trajectories, advantages, returns.flatten().tolist())
+            ])
+            returns = torch.tensor(workers.gather(returns.tolist()))
             env_steps += sum(t.num_steps for t in trajectories)
-            for trajectory, advantage, value in zip(trajectories, advantages, returns.flatten().tolist()):
-                grpo = {"return": value, "advantage": advantage}
-                train_log.write_trajectory(trajectory.with_meta(update=step, grpo=grpo))
+            if main:
+                for trajectory in trajectories:
+                    train_log.write_trajectory(trajectory)
             rollout = summarize(trajectories)
             row = {
                 "rollout/success_rate": rollout.success_rate,
@@ -130,18 +146,20 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
                 })
 
             # -- evaluate and checkpoint --------------------------------------------------
-            if config.eval_every and step % config.eval_every == 0:
+            if main and config.eval_every and step % config.eval_every == 0:
                 progress.phase("eval")
                 summary = evaluate_trainable(model, eval_settings, "validation", config.eval_episodes, run,
                                              f"eval-validation-{step:06d}", config.seed)
                 row.update(eval_metrics("eval", summary))
             metrics.log(step, row)
-            if step % config.checkpoint_every == 0 or step == config.updates:
+            if main and (step % config.checkpoint_every == 0 or step == config.updates):
                 save_checkpoint(run.path, step, model, {"policy": optimizer}, {"policy": scheduler},
                                 {"env_steps": env_steps}, keep=config.keep_checkpoints)
             progress.advance(f"rollout {rollout_s:.0f}s · update {update_s:.0f}s · "
                              f"train success {rollout.success_rate:.2f}")
 
+    if not main:
+        return run.path
     train_log.close()
     if config.final_eval_split:
         summary = evaluate_trainable(model, eval_settings, config.final_eval_split, config.final_eval_episodes, run,

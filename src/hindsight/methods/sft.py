@@ -25,6 +25,7 @@ from hindsight.methods.common import (
     SupervisedBasics, eval_metrics, evaluate_trainable, fit_supervised, load_trainable, open_run,
 )
 from hindsight.train.checkpoint import list_checkpoints, seed_everything
+from hindsight.train.distributed import single_process
 from hindsight.train.sequences import TrainingSequence, turn_sequences
 from hindsight.types import SamplingParams, Step, Trajectory
 
@@ -61,6 +62,7 @@ def _action_only(step: Step) -> Step:
 
 
 def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Path:
+    single_process("sft")
     run, config = open_run("sft", SFTConfig, config, out, resume)
     seed_everything(config.seed)
 

@@ -84,9 +84,18 @@ class Workers:
             parameter.grad.copy_(flat[offset : offset + count].view_as(parameter.grad))
             offset += count
 
-    def barrier(self) -> None:
-        if self.world > 1:
-            torch.distributed.barrier()
+
+
+def single_process(method: str) -> None:
+    """Refuse a launch over several processes for a loop that does not split its work."""
+    import os
+
+    from hindsight.configs import ConfigError
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:
+        raise ConfigError(f"{method} runs in one process (this launch has {world}); "
+                          "only grpo is data-parallel so far")
 
 
 def _collective_device() -> torch.device:
