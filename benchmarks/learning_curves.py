@@ -77,7 +77,7 @@ def print_arms(finals: dict[Path, Final]) -> None:
 
 ECHO_SIGNALS = ("rollout/initial_score_mean", "rollout/refined_score_mean", "echo/improvement_rate",
                 "echo/regression_rate", "critic/reward_mean", "critic/malformed_rate", "critic/none_rate",
-                "critic/critique_tokens_mean")
+                "critic/template_match_rate", "critic/critique_tokens_mean")
 
 
 def print_echo_signals(rows: list[dict]) -> None:

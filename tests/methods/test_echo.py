@@ -66,6 +66,7 @@ def test_echo_trains_policy_and_critic_and_logs_every_refinement(tiny_model_dir,
     rows = read_metrics(run)
     for key in ("rollout/initial_score_mean", "rollout/refined_score_mean", "echo/improvement_rate",
                 "echo/near_ceiling_improvements", "critic/reward_mean", "critic/critique_tokens_mean",
+                "critic/template_match_rate",
                 "timing/policy_rollout_s", "timing/critic_rollout_s", "timing/refine_s", "timing/update_s",
                 "policy/loss", "critic/loss", "rollout/env_steps"):
         assert key in rows[0], key
@@ -131,12 +132,14 @@ def test_scripted_and_template_critics(tiny_model_dir, tmp_path):
     assert [r.get("guidance", "") for r in train] == ["You should unstack first.", "no tags at all", ""] * 2
     assert [r["echo"]["critique_parse_error"] is None for r in train] == [True, False, True] * 2
     assert not any(".critic." in k for k in final_weights(run))
+    assert read_metrics(run)[-1]["critic/template_match_rate"] == 0.0
 
     run = train_echo(echo_config(tiny_model_dir, critic="template", updates=1, final_eval_split=""),
                      tmp_path / "template")
     train = records(run, "train")
     assert all(r["echo"]["critic"] == "template" and r["echo"]["critique"].startswith("At turn ") for r in train)
     assert all(r["guidance"] == r["echo"]["critique"] for r in train)
+    assert read_metrics(run)[-1]["critic/template_match_rate"] == 1.0
 
 
 def test_resume_repeats_the_interrupted_update_exactly(tiny_model_dir, tmp_path):

@@ -37,7 +37,9 @@ from typing import Any, Sequence
 
 import torch
 
-from hindsight.agent.critic import Critic, CriticPrompt, Critique, ModelCritic, NoCritic, TemplateCritic
+from hindsight.agent.critic import (
+    Critic, CriticPrompt, Critique, ModelCritic, NoCritic, TemplateCritic, parse_critique, template_critique,
+)
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.evaluate import EvalSummary, summarize
 from hindsight.agent.prompts import PromptBuilder
@@ -225,9 +227,16 @@ def critique_tokens(critique: Critique, tokenizer: Any) -> int:
     return len(tokenizer.encode(critique.output, add_special_tokens=False)) if critique.output else 0
 
 
-def critique_metrics(critiques: Sequence[Sequence[Critique]], scores: EchoScores, tokenizer: Any) -> dict[str, float]:
+def critique_metrics(
+    attempts: Sequence[Trajectory], critiques: Sequence[Sequence[Critique]], scores: EchoScores, tokenizer: Any,
+) -> dict[str, float]:
     flat = [c for row in critiques for c in row]
+    # How often the critic says what the oracle-based template critic says about the same
+    # attempt: a check of critique quality that needs no policy in the loop.
+    templates = [parse_critique(template_critique(attempt)).critique for attempt in attempts]
+    matches = [c.parsed.critique == template for row, template in zip(critiques, templates) for c in row]
     return {
+        "critic/template_match_rate": sum(matches) / len(matches),
         "critic/reward_mean": float(scores.critic_rewards.mean()),
         "critic/reward_std": float(scores.critic_rewards.std(unbiased=False)),
         "critic/critique_tokens_mean": sum(critique_tokens(c, tokenizer) for c in flat) / len(flat),
@@ -380,7 +389,7 @@ def train_echo(config: ECHOConfig, out: str | Path, *, resume: bool = False) -> 
                 "echo/gain_mean": mean_gain(scores.initial, scores.refined),
                 "echo/near_ceiling_pairs": near_pairs,
                 "echo/near_ceiling_improvements": near_improved,
-                **critique_metrics(critiques, scores, tokenizer),
+                **critique_metrics(attempts, critiques, scores, tokenizer),
                 "timing/policy_rollout_s": policy_rollout_s,
                 "timing/critic_rollout_s": critic_rollout_s,
                 "timing/refine_s": refine_s,
