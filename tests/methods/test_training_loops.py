@@ -144,3 +144,14 @@ def test_resume_without_a_checkpoint_starts_over_and_drops_what_was_logged(tmp_p
     assert resume_latest(run, None, {}, {}, ("train",)) == (0, 0)
     assert (run.path / "metrics.jsonl").read_text() == ""
     assert (run.trajectories_dir / "train.jsonl").read_text() == '{"kind": "header", "format": "x"}\n'
+
+
+def test_drop_zero_variance_leaves_equal_return_groups_out_of_the_batch(tiny_model_dir, tmp_path):
+    # The tiny random model never succeeds: every group has equal returns. With a KL term
+    # those sequences would still be trained on; DAPO's filter removes them from the batch.
+    kept = read_metrics(train_grpo(grpo_config(tiny_model_dir, updates=1, eval_every=0, final_eval_split=""),
+                                   tmp_path / "kept"))
+    dropped = read_metrics(train_grpo(grpo_config(tiny_model_dir, updates=1, eval_every=0, final_eval_split="",
+                                                  drop_zero_variance=True), tmp_path / "dropped"))
+    assert kept[-1]["rollout/zero_variance_groups"] == dropped[-1]["rollout/zero_variance_groups"] == 1.0
+    assert kept[-1]["policy/sequences"] > 0 and "policy/sequences" not in dropped[-1]

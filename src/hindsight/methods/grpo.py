@@ -6,6 +6,7 @@ One update, top to bottom:
     rollout G trajectories per task with the pooled engine, sampling from the policy
     reward  R = the trajectory's final task score (or success)
     adv     A = (R − mean_group) / (std_group + ε), shared by every generated token
+            (drop_zero_variance: groups with equal returns leave the batch, as in DAPO)
     loss    clipped importance ratio × A on response tokens of every turn, k3 KL to the
             base model (adapters off) when kl_coef > 0
     step    AdamW, gradient clipping
@@ -43,7 +44,8 @@ from hindsight.types import SamplingParams
 
 @dataclass(frozen=True)
 class GRPOConfig(PolicyGradientBasics):
-    drop_zero_variance: bool = option(False, "DAPO: skip groups whose returns are all equal")
+    drop_zero_variance: bool = option(False, "DAPO: leave groups whose returns are all equal out of the batch "
+                                             "(they then do not dilute the loss normalisation)")
 
 
 def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> Path:
@@ -101,16 +103,19 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
             returns = torch.tensor([trajectory_return(t, config.reward) for t in trajectories]).view(
                 len(seeds), config.group_size
             )
-            advantages = group_advantages(returns, normalize_std=config.normalize_std)
-            if config.drop_zero_variance:
-                advantages = advantages * nonzero_variance_groups(returns).unsqueeze(1)
-            advantages = advantages.flatten().tolist()
+            advantages = group_advantages(returns, normalize_std=config.normalize_std).flatten().tolist()
+            # DAPO: a group whose returns are all equal has no signal; leaving it out of the
+            # batch keeps it from diluting the loss normalisation of the groups that have.
+            trained = (nonzero_variance_groups(returns).repeat_interleave(config.group_size).tolist()
+                       if config.drop_zero_variance else [True] * len(trajectories))
 
             # -- loss and step: every turn of a trajectory shares its advantage ------------
             progress.phase("update")
             t1 = time.perf_counter()
             sequences, sequence_adv = [], []
-            for trajectory, advantage in zip(trajectories, advantages):
+            for trajectory, advantage, train in zip(trajectories, advantages, trained):
+                if not train:
+                    continue
                 for sequence in turn_sequences(trajectory, model.backend.tokenizer, rollout_config.prompt_builder()):
                     sequences.append(sequence)
                     sequence_adv.append(advantage)
