@@ -155,3 +155,21 @@ def test_drop_zero_variance_leaves_equal_return_groups_out_of_the_batch(tiny_mod
                                                   drop_zero_variance=True), tmp_path / "dropped"))
     assert kept[-1]["rollout/zero_variance_groups"] == dropped[-1]["rollout/zero_variance_groups"] == 1.0
     assert kept[-1]["policy/sequences"] > 0 and "policy/sequences" not in dropped[-1]
+
+
+def test_kl_reference_init_anchors_grpo_to_its_sft_start(tiny_lora_model_dir, tmp_path):
+    sft = train_sft(SFTConfig(model=f"hf:{tiny_lora_model_dir}", env_kwargs={"size": 3}, demo_episodes=4, epochs=1,
+                              batch_size=4, micro_batch_size=4, lr=5e-2, warmup_steps=0, eval_episodes=0),
+                    tmp_path / "sft")
+    common = dict(init_from=str(sft), updates=1, epochs=1, eval_every=0, final_eval_split="")
+    anchored = read_metrics(train_grpo(grpo_config(tiny_lora_model_dir, kl_reference="init", **common),
+                                       tmp_path / "init"))
+    based = read_metrics(train_grpo(grpo_config(tiny_lora_model_dir, **common), tmp_path / "base"))
+    # Before its first step the policy is the SFT policy: no divergence from an SFT anchor,
+    # a clear one from the base model.
+    assert anchored[-1]["policy/kl"] == pytest.approx(0.0, abs=1e-6)
+    assert based[-1]["policy/kl"] > 1e-3
+    saved = torch.load(list_checkpoints(tmp_path / "init")[-1].path / "model" / "weights.pt")
+    assert not any(".reference." in name for name in saved)  # rebuilt from init_from, never saved
+    with pytest.raises(ValueError, match="needs init_from"):
+        grpo_config(tiny_lora_model_dir, kl_reference="init")

@@ -193,7 +193,7 @@ class PolicyGradientBasics(TrainingBasics):
     micro_batch_size: int = option(8, "sequences per forward/backward")
     clip_low: float = option(0.2, "lower clip ε (ratio ≥ 1 − ε)")
     clip_high: float = option(0.2, "upper clip ε (ratio ≤ 1 + ε); DAPO's clip-higher uses 0.28")
-    kl_coef: float = option(0.0, "β of the k3 KL to the base model (0 disables it)")
+    kl_coef: float = option(0.0, "β of the k3 KL to the reference policy (the base model unless a method says; 0 disables it)")
     aggregation: str = option("sequence_mean", "sequence_mean (GRPO's 1/|o_i|) or token_mean (DAPO)")
     normalize_std: bool = option(True, "divide advantages by the group's standard deviation")
     gradient_checkpointing: bool = option(False, "trade compute for memory in the update")

@@ -105,6 +105,9 @@ def token_logprobs(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
     return out.masked_scatter(selected, picked)
 
 
+REFERENCE_ADAPTER = "reference"
+
+
 class TrainableModel:
     """Named LoRA adapters (or full fine-tuning) on one `HFBackend`'s model."""
 
@@ -123,6 +126,8 @@ class TrainableModel:
         self.roles = tuple(roles)
         self.lora = lora
         self._frozen_reference: torch.nn.Module | None = None
+        self._reference_adapter = False
+        self._lora_config = None
         if gradient_checkpointing:
             backend.model.gradient_checkpointing_enable()
             backend.model.config.use_cache = False
@@ -133,6 +138,7 @@ class TrainableModel:
                 r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                 target_modules=list(lora.target_modules), task_type="CAUSAL_LM",
             )
+            self._lora_config = config
             model = get_peft_model(backend.model, config, adapter_name=self.roles[0])
             for role in self.roles[1:]:
                 model.add_adapter(role, config)
@@ -179,9 +185,41 @@ class TrainableModel:
         """Token log-probs under the active role, with gradient: [B, T − 1] (0 off the loss mask)."""
         return token_logprobs(self.model, batch)
 
+    def freeze_reference(self, folder: str | Path, role: str = "policy") -> None:
+        """Make a frozen copy of `role`'s adapter saved in `folder` the KL reference.
+
+        Without it the reference is the base model (adapters off). A run that starts from
+        an SFT policy usually wants that policy as its anchor instead: the base model
+        cannot even write the answer format. The copy is one more small adapter.
+        """
+        if self.lora is None:
+            raise ValueError("a reference adapter needs LoRA; with full fine-tuning the reference is the start weights")
+        if not self._reference_adapter:
+            self.model.add_adapter(REFERENCE_ADAPTER, self._lora_config)
+            self._reference_adapter = True
+        state = torch.load(Path(folder) / "weights.pt", map_location="cpu", weights_only=True)
+        state = {name.replace(f".{role}.", f".{REFERENCE_ADAPTER}."): t for name, t in state.items() if f".{role}." in name}
+        if not state:
+            raise ValueError(f"{folder} holds no weights of the {role!r} adapter")
+        current = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, tensor in state.items():
+                current[name].copy_(tensor.to(current[name].device))
+        self.activate(self.active)  # adding an adapter must not change the active one
+
     @torch.no_grad()
     def reference_logprobs(self, batch: Batch) -> torch.Tensor:
-        """Token log-probs under the frozen reference (the base model): [B, T − 1] (0 off the loss mask)."""
+        """Token log-probs under the frozen reference: [B, T − 1] (0 off the loss mask).
+
+        The reference is the adapter set by `freeze_reference`, else the base model
+        (adapters off), or with full fine-tuning a copy of the weights at the first call.
+        """
+        if self._reference_adapter:
+            self.model.set_adapter(REFERENCE_ADAPTER)
+            try:
+                return token_logprobs(self.model, batch)
+            finally:
+                self.activate(self.active)
         if self.lora is not None:
             with self.model.disable_adapter():
                 return token_logprobs(self.model, batch)
@@ -195,7 +233,9 @@ class TrainableModel:
         """Write the trainable weights (adapters only with LoRA) to `folder`."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        state = {name: p.detach().cpu() for name, p in self.model.named_parameters() if p.requires_grad or self._is_adapter(name)}
+        # The reference adapter is not saved: it is rebuilt from where it came from.
+        state = {name: p.detach().cpu() for name, p in self.model.named_parameters()
+                 if (p.requires_grad or self._is_adapter(name)) and f".{REFERENCE_ADAPTER}." not in name}
         torch.save(state, folder / "weights.pt")
 
     def load(self, folder: str | Path, role: str | None = None) -> None:
