@@ -1,7 +1,8 @@
 """Learning curves and phase timings of training runs, as Markdown tables, from metrics.jsonl.
 
 For each run: training-rollout success and validation success against cumulative
-environment steps, the final test success, and per-update phase timings (medians).
+environment steps, the final test success, and per-update phase timings (medians; update
+timings over the updates that trained).
 With several runs, a last table groups them into arms (the run name without its
 `-sN` seed suffix) and gives each arm's final test success and score per seed, their
 mean and spread, environment steps and wall time.
@@ -119,7 +120,10 @@ def main() -> None:
         print("| phase | median per update |")
         print("|---|---|")
         for key in TIMINGS:
-            values = [row[key] for row in rows if key in row]
+            # An update in which every group had equal returns trains nothing and takes no
+            # time; update timings are medians over the updates that did train.
+            trained_only = key.startswith(("timing/update", "timing/forward", "throughput/"))
+            values = [row[key] for row in rows if key in row and (not trained_only or "policy/tokens" in row)]
             if values:
                 print(f"| {key} | {statistics.median(values):.1f} |")
     if len(finals) > 1:
