@@ -167,6 +167,14 @@ def test_echo_compare_reports_both_conditions(tiny_model_dir, tmp_path, capsys):
     mean = sum(r["echo"]["s_r"] - r["echo"]["s_o"] for r in plain) / len(plain)
     assert result["regeneration_gain"] == pytest.approx(mean)
 
+    # The template critic in place of the run's adapter: the same attempts and regenerations.
+    template_out = tmp_path / "compare-template"
+    assert main(["echo-compare", str(run), "--episodes", "2", "--samples", "2", "--critic", "template",
+                 "--out", str(template_out), "--json"]) == 0
+    templated = json.loads(capsys.readouterr().out)
+    assert templated["critic"] == "template" and templated["regeneration_gain"] == result["regeneration_gain"]
+    assert all(r["echo"]["critic"] == "template" for r in records(template_out, "critic-guided"))
+
     assert main(["echo-compare", str(tmp_path / "missing")]) == 2
     assert main(["echo-compare", str(run), "--step", "7"]) == 2
     (tmp_path / "other").mkdir()

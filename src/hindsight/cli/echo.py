@@ -7,6 +7,7 @@ over the first attempt; their difference is the gain due to the critic.
 
     hindsight echo-compare runs/echo --episodes 20 --samples 8
     hindsight echo-compare runs/echo --step 10 --split test --json
+    hindsight echo-compare runs/echo --critic template   # the oracle-comparison critic instead
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--episodes", type=int, default=20, help="tasks (default 20)")
     parser.add_argument("--samples", type=int, default=8, help="second attempts per task in each condition (default 8)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
+    parser.add_argument("--critic", choices=("run", "template"), default="run",
+                        help="who writes the guided condition's critiques: the run's critic (default) or the "
+                             "rule-based template critic")
     parser.add_argument("--out", help="output directory (default RUN_DIR/echo-compare-step-N-SPLIT)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     parser.set_defaults(run=run)
@@ -52,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     step = args.step if args.step is not None else checkpoints[-1].step
     out = Path(args.out) if args.out else run_dir / f"echo-compare-step-{step:06d}-{args.split}"
     result = run_guarded(compare_refinement, run_dir, out, step=step, split=args.split, episodes=args.episodes,
-                         samples=args.samples, seed=args.seed)
+                         samples=args.samples, seed=args.seed,
+                         critic="" if args.critic == "run" else args.critic)
     if args.json:
         print(json.dumps(asdict(result)))
         return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -144,35 +145,39 @@ def fit_supervised(
     order_rng = random.Random(config.seed)
     step = 0
     model.model.train()
-    for epoch in range(config.epochs):
-        order = list(range(len(sequences)))
-        order_rng.shuffle(order)
-        for first in range(0, steps_per_epoch * config.batch_size, config.batch_size):
-            if step < start:
+    with TrainingProgress(total, area, completed=start) as progress:
+        for epoch in range(config.epochs):
+            order = list(range(len(sequences)))
+            order_rng.shuffle(order)
+            for first in range(0, steps_per_epoch * config.batch_size, config.batch_size):
+                if step < start:
+                    step += 1
+                    continue
+                step_started = time.perf_counter()
+                batch = [sequences[i] for i in order[first : first + config.batch_size]]
+                tokens = sum(s.num_loss_tokens for s in batch)
+                optimizer.zero_grad(set_to_none=True)
+                loss_total = 0.0
+                for m in range(0, len(batch), config.micro_batch_size):
+                    micro = batch[m : m + config.micro_batch_size]
+                    # Weight each micro-batch by its share of target tokens: the step then
+                    # minimises the token-mean loss of the whole batch.
+                    loss = sft_loss(model, micro) * sum(s.num_loss_tokens for s in micro) / tokens
+                    loss.backward()
+                    loss_total += loss.item()
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm))
+                optimizer.step()
+                scheduler.step()
                 step += 1
-                continue
-            step_started = time.perf_counter()
-            batch = [sequences[i] for i in order[first : first + config.batch_size]]
-            tokens = sum(s.num_loss_tokens for s in batch)
-            optimizer.zero_grad(set_to_none=True)
-            loss_total = 0.0
-            for m in range(0, len(batch), config.micro_batch_size):
-                micro = batch[m : m + config.micro_batch_size]
-                # Weight each micro-batch by its share of target tokens: the step then
-                # minimises the token-mean loss of the whole batch.
-                loss = sft_loss(model, micro) * sum(s.num_loss_tokens for s in micro) / tokens
-                loss.backward()
-                loss_total += loss.item()
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm))
-            optimizer.step()
-            scheduler.step()
-            step += 1
-            metrics.log(step, {
-                f"{area}/loss": loss_total, f"{area}/grad_norm": grad_norm, f"{area}/lr": scheduler.get_last_lr()[0],
-                f"{area}/epoch": epoch, "timing/step_s": time.perf_counter() - step_started,
-            })
-            if step % config.checkpoint_every == 0 or step == total:
-                save_checkpoint(run.path, step, model, {role: optimizer}, {role: scheduler}, {"kind": area}, keep=2)
+                step_s = time.perf_counter() - step_started
+                metrics.log(step, {
+                    f"{area}/loss": loss_total, f"{area}/grad_norm": grad_norm,
+                    f"{area}/lr": scheduler.get_last_lr()[0], f"{area}/epoch": epoch, "timing/step_s": step_s,
+                })
+                if step % config.checkpoint_every == 0 or step == total:
+                    save_checkpoint(run.path, step, model, {role: optimizer}, {role: scheduler}, {"kind": area},
+                                    keep=2)
+                progress.advance(f"epoch {epoch + 1}/{config.epochs} · loss {loss_total:.3f} · {step_s:.0f}s/step")
     model.model.eval()
     return step, metrics
 
@@ -381,24 +386,42 @@ def drop_records_after(path: Path, last_step: int, step_key: str) -> None:
 
 
 class TrainingProgress:
-    """A progress bar over updates (on stderr) showing the current phase and the last timings."""
+    """Progress over updates or steps (on stderr) with the current phase and the last figures.
+
+    On a terminal it is a live bar; otherwise (a log file, CI, `nohup`) every phase change
+    and every finished unit is one plain line, so a long run's log shows where it is.
+    """
 
     def __init__(self, total: int, description: str, completed: int = 0, enabled: bool = True):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        console = Console(stderr=True)
+        self._live = console.is_terminal
+        self._enabled = enabled
+        self._description, self._total, self._done = description, total, completed
+        self._started = time.perf_counter()
         self._progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("{task.fields[phase]}"), TextColumn("{task.fields[info]}"),
-            console=Console(stderr=True), disable=not enabled,
+            console=console, disable=not (enabled and self._live),
         )
         self._task = self._progress.add_task(description, total=total, completed=completed, phase="", info="")
 
+    def _line(self, text: str) -> None:
+        if self._enabled and not self._live:
+            elapsed = int(time.perf_counter() - self._started)
+            print(f"{self._description} {self._done}/{self._total} {elapsed // 60}:{elapsed % 60:02d} {text}",
+                  file=sys.stderr, flush=True)
+
     def phase(self, name: str) -> None:
         self._progress.update(self._task, phase=f"[{name}]")
+        self._line(f"[{name}]")
 
     def advance(self, info: str) -> None:
+        self._done += 1
         self._progress.update(self._task, advance=1, phase="", info=info)
+        self._line(info)
 
     def __enter__(self) -> TrainingProgress:
         self._progress.start()

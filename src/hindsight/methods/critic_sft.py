@@ -29,7 +29,9 @@ from hindsight.agent.critic import CriticPrompt, ModelCritic, parse_critique, te
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.configs import option
 from hindsight.logs import read_trajectories
-from hindsight.methods.common import SupervisedBasics, fit_supervised, load_latest, load_trainable, open_run
+from hindsight.methods.common import (
+    SupervisedBasics, TrainingProgress, fit_supervised, load_latest, load_trainable, open_run,
+)
 from hindsight.train.checkpoint import list_checkpoints, seed_everything
 from hindsight.train.distributed import single_process
 from hindsight.train.model import TrainableModel
@@ -82,7 +84,13 @@ def policy_attempts(
     seeds = env_factory().split_seeds(split, episodes)
     sampling = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
     engine = RolloutEngine(env_factory, model.backend, config.rollout_config(sampling, split, seed=seed))
-    return engine.run([Task(seed=s, sample=j) for s in seeds for j in range(config.samples_per_task)])
+    tasks = [Task(seed=s, sample=j) for s in seeds for j in range(config.samples_per_task)]
+    attempts = []
+    with TrainingProgress(len(tasks), f"{split} attempts") as progress:
+        for attempt in engine.iter_run(tasks):
+            attempts.append(attempt)
+            progress.advance(f"{sum(not a.success for a in attempts)} unsolved")
+    return attempts
 
 
 def train_critic_sft(config: CriticSFTConfig, out: str | Path, *, resume: bool = False) -> Path:

@@ -493,14 +493,16 @@ def read_echo_config(run_dir: str | Path) -> ECHOConfig:
 
 def compare_refinement(
     run_dir: str | Path, out: str | Path, *, step: int | None = None, split: str = "validation", episodes: int = 20,
-    samples: int = 8, seed: int = 0,
+    samples: int = 8, seed: int = 0, critic: str = "",
 ) -> RefinementComparison:
     """Critic-guided refinement against no-critic regeneration at a checkpoint of an ECHO run.
 
     For each of `episodes` tasks of `split`: one attempt from the policy, then `samples`
     critique-guided refinements and `samples` plain re-attempts, all sampled at the run's
     training temperatures. Trajectories go to `out/trajectories/` (initial, critic-guided,
-    regeneration), the numbers to `out/summary.json`.
+    regeneration), the numbers to `out/summary.json`. `critic` replaces the run's own
+    critic for the guided condition (`template`: the rule-based oracle comparison, the
+    reference a trained critic can be held against).
     """
     from hindsight.envs import make
 
@@ -516,19 +518,21 @@ def compare_refinement(
         raise ConfigError(f"{run_dir} has no checkpoint of update {step}; it has {steps}")
     if samples < 1 or episodes < 1:
         raise ConfigError("episodes and samples must be >= 1")
+    if critic not in ("", "template"):
+        raise ConfigError(f"critic must be empty (the run's own) or 'template', not {critic!r}")
     started = time.perf_counter()
     seed_everything(seed)
     model = load_echo_model(replace(config, init_from="", critic_init_from=""))
     model.load(chosen.path / "model")
     env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
     seeds = env_factory().split_seeds(split, episodes)
-    critic = build_critic(config, model, env_factory().criteria)
+    guide = build_critic(replace(config, critic=critic or config.critic), model, env_factory().criteria)
 
     attempts = policy_engine(config, env_factory, model, seed).run(Task(seed=s) for s in seeds)
     attempts.sort(key=lambda t: seeds.index(t.seed))
     groups = [attempt.id for attempt in attempts]
     critic_sampling = config.critic_sampling(config.critic_temperature, seed + 5_000)
-    guided_critiques = critic.critique(attempts, samples, critic_sampling)
+    guided_critiques = guide.critique(attempts, samples, critic_sampling)
     plain_critiques = NoCritic().critique(attempts, samples, SamplingParams())
     # Both conditions re-sample from the same seeds: the critique is the only difference.
     guided = refine(policy_engine(config, env_factory, model, seed + 2_500), attempts, guided_critiques, groups)
@@ -538,8 +542,8 @@ def compare_refinement(
 
     target = RunDir(out)
     target.write_config({"kind": "echo-compare", "run": str(run_dir), "checkpoint_step": chosen.step, "split": split,
-                         "episodes": episodes, "samples": samples, "seed": seed})
-    logs = {"initial": attempts, "critic-guided": guided_scores.annotate(config, guided, critic.name),
+                         "episodes": episodes, "samples": samples, "seed": seed, "critic": guide.name})
+    logs = {"initial": attempts, "critic-guided": guided_scores.annotate(config, guided, guide.name),
             "regeneration": plain_scores.annotate(config, plain, "none")}
     for name, trajectories in logs.items():
         (target.trajectories_dir / f"{name}.jsonl").unlink(missing_ok=True)
@@ -550,7 +554,7 @@ def compare_refinement(
     plain_gain = mean_gain(plain_scores.initial, plain_scores.refined)
     initial_summary = summarize(attempts)
     comparison = RefinementComparison(
-        run=str(run_dir), checkpoint_step=chosen.step, critic=critic.name, split=split, tasks=len(attempts),
+        run=str(run_dir), checkpoint_step=chosen.step, critic=guide.name, split=split, tasks=len(attempts),
         samples=samples, initial_score_mean=initial_summary.mean_score,
         initial_success_rate=initial_summary.success_rate, critic_gain=guided_gain, regeneration_gain=plain_gain,
         relative_gain=guided_gain - plain_gain,
