@@ -39,12 +39,12 @@ def grpo_config(model_dir: Path, **overrides) -> GRPOConfig:
 def test_sft_clones_oracle_turns(tiny_model_dir, tmp_path):
     config = SFTConfig(model=f"hf:{tiny_model_dir}", env_kwargs={"size": 3}, demo_episodes=6, epochs=4, batch_size=4,
                        micro_batch_size=2, lr=2e-2, warmup_steps=0, eval_episodes=2, max_new_tokens=6,
-                       full_finetune=True)
+                       full_finetune=True, checkpoint_every=1, keep_checkpoints=0)
     run = train_sft(config, tmp_path / "sft")
     rows = read_metrics(run)
     losses = [row["sft/loss"] for row in rows if "sft/loss" in row]
     assert len(losses) >= 4 and losses[-1] < losses[0] - 3  # it fits its demonstrations (start: ln(vocab) ≈ 10.8)
-    assert list_checkpoints(run)
+    assert [c.step for c in list_checkpoints(run)] == list(range(1, len(losses) + 1))  # keep_checkpoints=0: all
     demos = (run / "trajectories" / "demos.jsonl").read_text().splitlines()[1:]
     assert all(json.loads(line)["success"] for line in demos)
     assert json.loads((run / "summary.json").read_text())["episodes"] == 2

@@ -79,12 +79,15 @@ class TrainingBasics:
     lora_alpha: int = option(32, "LoRA alpha (must match a checkpoint the run starts from)")
     full_finetune: bool = option(False, "train all weights instead of a LoRA adapter")
     seed: int = option(0, "seed of sampling and data order")
+    keep_checkpoints: int = option(2, "newest checkpoints kept on disk (0 keeps every one)")
     tensorboard: bool = option(False, "mirror metrics to TensorBoard (in the run's tensorboard/ folder)")
     wandb_project: str = option("", "mirror metrics and the config to this Weights & Biases project "
                                     "(needs `pip install wandb`; WANDB_MODE=offline works without a network)")
 
     def __post_init__(self) -> None:
         Memory.parse(self.memory)
+        if self.keep_checkpoints < 0:
+            raise ValueError("keep_checkpoints must be >= 0 (0 keeps every checkpoint)")
 
     def rollout_config(self, sampling: SamplingParams, split: str, seed: int | None = None) -> RolloutConfig:
         """How this run's policy is prompted and sampled."""
@@ -176,7 +179,7 @@ def fit_supervised(
                 })
                 if step % config.checkpoint_every == 0 or step == total:
                     save_checkpoint(run.path, step, model, {role: optimizer}, {role: scheduler}, {"kind": area},
-                                    keep=2)
+                                    keep=config.keep_checkpoints)
                 progress.advance(f"epoch {epoch + 1}/{config.epochs} · loss {loss_total:.3f} · {step_s:.0f}s/step")
     model.model.eval()
     return step, metrics
@@ -207,7 +210,6 @@ class PolicyGradientBasics(TrainingBasics):
     final_eval_split: str = option("test", "split evaluated at the end ('' skips it)")
     final_eval_episodes: int = option(100, "tasks of the final evaluation")
     checkpoint_every: int = option(5, "save a checkpoint every N updates")
-    keep_checkpoints: int = option(2, "checkpoints kept on disk (newest)")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -61,7 +61,7 @@ def save_checkpoint(
     state: Mapping[str, Any],
     keep: int | None = None,
 ) -> Checkpoint:
-    """Save everything needed to continue after update `step`; keep the newest `keep`."""
+    """Save everything needed to continue after update `step`; keep the newest `keep` (None or 0: all)."""
     target = checkpoint_dir(Path(run_path), step)
     staging = target.with_name(target.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
@@ -79,7 +79,7 @@ def save_checkpoint(
     )
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
-    if keep is not None:
+    if keep:
         for old in list_checkpoints(run_path)[:-keep]:
             shutil.rmtree(old.path, ignore_errors=True)
     return Checkpoint(step, target)
