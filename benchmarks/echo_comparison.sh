@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The ECHO comparison of docs/results.md (issue 5): GRPO, ECHO, ECHO with a frozen critic and
-# ECHO with the linear gain on FrozenLake 3x3 with the graded score, from one SFT start, one seed
-# per CPU core (two lanes side by side). Runs are resumable: re-running the script continues an
+# The ECHO comparison of docs/results.md (issue 5): GRPO, ECHO, ECHO with a frozen critic, ECHO
+# with the linear gain and ECHO with the rule-based template critic (the critic's reference) on
+# FrozenLake 3x3 with the graded score, from one SFT start, one seed per CPU core (two lanes
+# side by side). Runs are resumable: re-running the script continues an
 # unfinished run from its latest checkpoint and skips finished ones (summary.json present).
 #
 #   . .venv/bin/activate && benchmarks/echo_comparison.sh SFT_RUN CRITIC_SFT_RUN [OUT_DIR] [--set KEY=VALUE ...]
@@ -31,12 +32,12 @@ run_arm() {  # run_arm NAME SEED METHOD ARGS...: one training run on core SEED, 
 lane() {  # lane SEED: the four arms of one seed, in turn, on one core
   local seed=$1
   run_arm grpo "$seed" grpo --config recipes/grpo-frozenlake3-graded.yaml --set init_from="$sft"
-  for arm in echo echo-frozen echo-linear; do
-    local switch=()
-    [ "$arm" = echo-frozen ] && switch=(--set freeze_critic=true)
-    [ "$arm" = echo-linear ] && switch=(--set gain=linear)
-    run_arm "$arm" "$seed" echo --config recipes/echo-frozenlake3.yaml --set init_from="$sft" \
-      --set critic_init_from="$critic" ${switch[@]+"${switch[@]}"}
+  for arm in echo echo-frozen echo-linear echo-template; do
+    local switch=(--set critic_init_from="$critic")
+    [ "$arm" = echo-frozen ] && switch+=(--set freeze_critic=true)
+    [ "$arm" = echo-linear ] && switch+=(--set gain=linear)
+    [ "$arm" = echo-template ] && switch=(--set critic=template)
+    run_arm "$arm" "$seed" echo --config recipes/echo-frozenlake3.yaml --set init_from="$sft" "${switch[@]}"
   done
 }
 
