@@ -175,6 +175,15 @@ def test_echo_compare_reports_both_conditions(tiny_model_dir, tmp_path, capsys):
     assert templated["critic"] == "template" and templated["regeneration_gain"] == result["regeneration_gain"]
     assert all(r["echo"]["critic"] == "template" for r in records(template_out, "critic-guided"))
 
+    # Only the failed first attempts get second attempts.
+    unsolved_out = tmp_path / "compare-unsolved"
+    assert main(["echo-compare", str(run), "--episodes", "3", "--samples", "2", "--unsolved-only",
+                 "--out", str(unsolved_out), "--json"]) == 0
+    unsolved = json.loads(capsys.readouterr().out)
+    failed = {r["seed"] for r in records(unsolved_out, "initial") if not r["success"]}
+    assert unsolved["unsolved_only"] and unsolved["first_attempts"] == 3 and unsolved["tasks"] == len(failed) > 0
+    assert {r["seed"] for r in records(unsolved_out, "critic-guided")} == failed
+
     assert main(["echo-compare", str(tmp_path / "missing")]) == 2
     assert main(["echo-compare", str(run), "--step", "7"]) == 2
     (tmp_path / "other").mkdir()

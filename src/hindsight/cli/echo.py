@@ -8,6 +8,7 @@ over the first attempt; their difference is the gain due to the critic.
     hindsight echo-compare runs/echo --episodes 20 --samples 8
     hindsight echo-compare runs/echo --step 10 --split test --json
     hindsight echo-compare runs/echo --critic template   # the oracle-comparison critic instead
+    hindsight echo-compare runs/echo --episodes 100 --unsolved-only   # refine failed attempts only
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--critic", choices=("run", "template"), default="run",
                         help="who writes the guided condition's critiques: the run's critic (default) or the "
                              "rule-based template critic")
+    parser.add_argument("--unsolved-only", action="store_true",
+                        help="second attempts only for the first attempts that failed")
     parser.add_argument("--out", help="output directory (default RUN_DIR/echo-compare-step-N-SPLIT)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     parser.set_defaults(run=run)
@@ -57,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else run_dir / f"echo-compare-step-{step:06d}-{args.split}"
     result = run_guarded(compare_refinement, run_dir, out, step=step, split=args.split, episodes=args.episodes,
                          samples=args.samples, seed=args.seed,
-                         critic="" if args.critic == "run" else args.critic)
+                         critic="" if args.critic == "run" else args.critic, unsolved_only=args.unsolved_only)
     if args.json:
         print(json.dumps(asdict(result)))
         return 0
@@ -65,8 +68,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    refined = f"{result.tasks} unsolved of {result.first_attempts}" if result.unsolved_only else f"{result.tasks}"
     table = Table(title=f"{run_dir} · update {result.checkpoint_step} · {result.split} · "
-                        f"{result.tasks} tasks × {result.samples} second attempts")
+                        f"{refined} tasks × {result.samples} second attempts")
     for column in ("second attempt", "reward gain", "improved", "success"):
         table.add_column(column, justify="right", no_wrap=True)
     table.add_row("no-critic regeneration", f"{result.regeneration_gain:+.3f}",

@@ -460,14 +460,17 @@ def evaluate_with_critic(
 class RefinementComparison:
     """Second attempts with and without critiques, the same number of each (ECHO's Table 5).
 
-    Gains are averages over tasks of (mean second-attempt score − first-attempt score);
-    `relative_gain` is what the critic adds beyond re-sampling.
+    Gains are averages over the `tasks` refined (all `first_attempts`, or the unsolved ones)
+    of (mean second-attempt score − first-attempt score); `relative_gain` is what the critic
+    adds beyond re-sampling. The initial rates are over all first attempts.
     """
 
     run: str
     checkpoint_step: int
     critic: str
     split: str
+    unsolved_only: bool
+    first_attempts: int
     tasks: int
     samples: int
     initial_score_mean: float
@@ -493,7 +496,7 @@ def read_echo_config(run_dir: str | Path) -> ECHOConfig:
 
 def compare_refinement(
     run_dir: str | Path, out: str | Path, *, step: int | None = None, split: str = "validation", episodes: int = 20,
-    samples: int = 8, seed: int = 0, critic: str = "",
+    samples: int = 8, seed: int = 0, critic: str = "", unsolved_only: bool = False,
 ) -> RefinementComparison:
     """Critic-guided refinement against no-critic regeneration at a checkpoint of an ECHO run.
 
@@ -502,7 +505,9 @@ def compare_refinement(
     training temperatures. Trajectories go to `out/trajectories/` (initial, critic-guided,
     regeneration), the numbers to `out/summary.json`. `critic` replaces the run's own
     critic for the guided condition (`template`: the rule-based oracle comparison, the
-    reference a trained critic can be held against).
+    reference a trained critic can be held against). With `unsolved_only`, only the first
+    attempts that failed get second attempts: where a critic has something to say, at a
+    fraction of the cost when the policy solves most tasks.
     """
     from hindsight.envs import make
 
@@ -528,8 +533,12 @@ def compare_refinement(
     seeds = env_factory().split_seeds(split, episodes)
     guide = build_critic(replace(config, critic=critic or config.critic), model, env_factory().criteria)
 
-    attempts = policy_engine(config, env_factory, model, seed).run(Task(seed=s) for s in seeds)
-    attempts.sort(key=lambda t: seeds.index(t.seed))
+    first_attempts = policy_engine(config, env_factory, model, seed).run(Task(seed=s) for s in seeds)
+    first_attempts.sort(key=lambda t: seeds.index(t.seed))
+    attempts = [a for a in first_attempts if not a.success] if unsolved_only else first_attempts
+    if not attempts:
+        raise ConfigError(f"the policy solved all {len(first_attempts)} first attempts; raise episodes "
+                          "or drop unsolved_only")
     groups = [attempt.id for attempt in attempts]
     critic_sampling = config.critic_sampling(config.critic_temperature, seed + 5_000)
     guided_critiques = guide.critique(attempts, samples, critic_sampling)
@@ -542,8 +551,9 @@ def compare_refinement(
 
     target = RunDir(out)
     target.write_config({"kind": "echo-compare", "run": str(run_dir), "checkpoint_step": chosen.step, "split": split,
-                         "episodes": episodes, "samples": samples, "seed": seed, "critic": guide.name})
-    logs = {"initial": attempts, "critic-guided": guided_scores.annotate(config, guided, guide.name),
+                         "episodes": episodes, "samples": samples, "seed": seed, "critic": guide.name,
+                         "unsolved_only": unsolved_only})
+    logs = {"initial": first_attempts, "critic-guided": guided_scores.annotate(config, guided, guide.name),
             "regeneration": plain_scores.annotate(config, plain, "none")}
     for name, trajectories in logs.items():
         (target.trajectories_dir / f"{name}.jsonl").unlink(missing_ok=True)
@@ -552,9 +562,10 @@ def compare_refinement(
                 writer.write_trajectory(trajectory)
     guided_gain = mean_gain(guided_scores.initial, guided_scores.refined)
     plain_gain = mean_gain(plain_scores.initial, plain_scores.refined)
-    initial_summary = summarize(attempts)
+    initial_summary = summarize(first_attempts)
     comparison = RefinementComparison(
-        run=str(run_dir), checkpoint_step=chosen.step, critic=guide.name, split=split, tasks=len(attempts),
+        run=str(run_dir), checkpoint_step=chosen.step, critic=guide.name, split=split, unsolved_only=unsolved_only,
+        first_attempts=len(first_attempts), tasks=len(attempts),
         samples=samples, initial_score_mean=initial_summary.mean_score,
         initial_success_rate=initial_summary.success_rate, critic_gain=guided_gain, regeneration_gain=plain_gain,
         relative_gain=guided_gain - plain_gain,
