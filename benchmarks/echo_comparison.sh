@@ -8,7 +8,8 @@
 #   . .venv/bin/activate && benchmarks/echo_comparison.sh SFT_RUN CRITIC_SFT_RUN [OUT_DIR] [--set KEY=VALUE ...]
 #   python benchmarks/learning_curves.py OUT_DIR/*
 #
-# The extra --set arguments apply to every arm (e.g. --set updates=4).
+# The extra --set arguments apply to every new arm (e.g. --set updates=4). SEEDS="2 3" runs other
+# seeds (one lane each, on core seed mod cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sft=${1:?usage: $0 SFT_RUN CRITIC_SFT_RUN [OUT_DIR] [--set KEY=VALUE ...]}
@@ -18,18 +19,18 @@ shift $(( $# < 3 ? $# : 3 ))
 extra=("$@")
 mkdir -p "$out"
 
-run_arm() {  # run_arm NAME SEED METHOD ARGS...: one training run on core SEED, resumed if interrupted
-  local dir="$out/$1-s$2" seed=$2
+run_arm() {  # run_arm NAME SEED METHOD ARGS...: one training run on core SEED mod cores, resumed if interrupted
+  local dir="$out/$1-s$2" seed=$2 core=$(( $2 % $(nproc) ))
   shift 2
   if [ -f "$dir/summary.json" ]; then echo "done: $dir"; return; fi
   if [ -f "$dir/config.yaml" ]; then
-    taskset -c "$seed" hindsight train "$1" --resume "$dir"
+    taskset -c "$core" hindsight train "$1" --resume "$dir"
   else
-    taskset -c "$seed" hindsight train "$@" --set seed="$seed" ${extra[@]+"${extra[@]}"} --out "$dir"
+    taskset -c "$core" hindsight train "$@" --set seed="$seed" ${extra[@]+"${extra[@]}"} --out "$dir"
   fi
 }
 
-lane() {  # lane SEED: the four arms of one seed, in turn, on one core
+lane() {  # lane SEED: the five arms of one seed, in turn, on one core
   local seed=$1
   run_arm grpo "$seed" grpo --config recipes/grpo-frozenlake3-graded.yaml --set init_from="$sft"
   for arm in echo echo-frozen echo-linear echo-template; do
@@ -42,7 +43,7 @@ lane() {  # lane SEED: the four arms of one seed, in turn, on one core
 }
 
 export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1
-for seed in 0 1; do
+for seed in ${SEEDS:-0 1}; do
   lane "$seed" > "$out/lane-$seed.log" 2>&1 &
 done
 wait
