@@ -147,11 +147,16 @@ def train_critic_sft(config: CriticSFTConfig, out: str | Path, *, resume: bool =
         with run.trajectory_writer("eval-validation", env=config.env, split="validation") as writer:
             for attempt, critique, target in zip(held_out, written, expected):
                 writer.write_trajectory(attempt.with_meta(template_critique=target, critic_output=critique.output))
+        matches = [c.parsed.critique == parse_critique(t).critique for c, t in zip(written, expected)]
+        # Solved attempts only need "none"; the unsolved ones show whether the critic finds the mistake.
+        unsolved = [match for match, attempt in zip(matches, held_out) if not attempt.success]
         result = {
-            "eval/critique_match_rate": sum(
-                c.parsed.critique == parse_critique(t).critique for c, t in zip(written, expected)) / len(written),
+            "eval/critique_match_rate": sum(matches) / len(matches),
+            "eval/unsolved_attempts": len(unsolved),
             "eval/malformed_rate": sum(c.parsed.parse_error is not None for c in written) / len(written),
         }
+        if unsolved:
+            result["eval/unsolved_match_rate"] = sum(unsolved) / len(unsolved)
         metrics.log(step, result)
         summary.update({key.split("/", 1)[1]: value for key, value in result.items()})
     run.write_summary(summary)
