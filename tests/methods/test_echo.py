@@ -3,6 +3,7 @@
 import json
 import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,15 @@ def test_scripted_and_template_critics(tiny_model_dir, tmp_path):
     assert all(r["echo"]["critic"] == "template" and r["echo"]["critique"].startswith("At turn ") for r in train)
     assert all(r["guidance"] == r["echo"]["critique"] for r in train)
     assert read_metrics(run)[-1]["critic/template_match_rate"] == 1.0
+
+
+def test_gradient_checkpointing_changes_memory_not_the_update(tiny_model_dir, tmp_path):
+    plain = echo_config(tiny_model_dir, updates=1, final_eval_split="", micro_batch_size=4)
+    runs = [train_echo(plain, tmp_path / "plain"),
+            train_echo(replace(plain, gradient_checkpointing=True, micro_batch_size=2), tmp_path / "checkpointed")]
+    a, b = (final_weights(run) for run in runs)
+    assert adapter_moved(a, "policy") and adapter_moved(a, "critic")
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
 
 
 def test_resume_repeats_the_interrupted_update_exactly(tiny_model_dir, tmp_path):
