@@ -20,7 +20,7 @@ extra=("$@")
 mkdir -p "$out"
 
 run_arm() {  # run_arm NAME SEED METHOD ARGS...: one training run on core SEED mod cores, resumed if interrupted
-  local dir="$out/$1-s$2" seed=$2 core=$(( $2 % $(nproc) ))
+  local dir="$out/$1-s$2" seed=$2 core=$(( $2 % $(getconf _NPROCESSORS_ONLN) ))  # not nproc: it honours OMP_NUM_THREADS
   shift 2
   if [ -f "$dir/summary.json" ]; then echo "done: $dir"; return; fi
   if [ -f "$dir/config.yaml" ]; then

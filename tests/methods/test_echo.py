@@ -177,7 +177,10 @@ def test_echo_compare_reports_both_conditions(tiny_model_dir, tmp_path, capsys):
     mean = sum(r["echo"]["s_r"] - r["echo"]["s_o"] for r in plain) / len(plain)
     assert result["regeneration_gain"] == pytest.approx(mean)
 
-    # The template critic in place of the run's adapter: the same attempts and regenerations.
+    # The template critic in place of the run's adapter: the same attempts and regenerations. The
+    # run's critic started from a warm start (its weights are in the checkpoint; the path is not read).
+    config_file = run / "config.yaml"
+    config_file.write_text(config_file.read_text() + "critic_init_from: runs/critic-warm-start\n")
     template_out = tmp_path / "compare-template"
     assert main(["echo-compare", str(run), "--episodes", "2", "--samples", "2", "--critic", "template",
                  "--out", str(template_out), "--json"]) == 0

@@ -531,7 +531,9 @@ def compare_refinement(
     model.load(chosen.path / "model")
     env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
     seeds = env_factory().split_seeds(split, episodes)
-    guide = build_critic(replace(config, critic=critic or config.critic), model, env_factory().criteria)
+    # The weights come from the checkpoint; the start runs named in the config are no longer needed.
+    guide = build_critic(replace(config, critic=critic or config.critic, init_from="", critic_init_from=""), model,
+                         env_factory().criteria)
 
     first_attempts = policy_engine(config, env_factory, model, seed).run(Task(seed=s) for s in seeds)
     first_attempts.sort(key=lambda t: seeds.index(t.seed))
