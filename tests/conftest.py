@@ -3,10 +3,34 @@ from pathlib import Path
 
 import pytest
 
+#: Set by `.ci/run`, which installs every requirement of the suite: a skipped test there means a
+#: broken set-up (a missing package, model or browser), so it fails instead of passing quietly.
+STRICT_SKIPS = os.environ.get("HINDSIGHT_STRICT_SKIPS") == "1"
+
 # Nothing in the test suite may reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _fail_skip(report) -> None:
+    if STRICT_SKIPS and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped where every requirement should be installed (HINDSIGHT_STRICT_SKIPS=1): {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _fail_skip(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    # A module-level importorskip skips a whole file at collection.
+    outcome = yield
+    _fail_skip(outcome.get_result())
 
 
 @pytest.fixture(scope="session", autouse=True)

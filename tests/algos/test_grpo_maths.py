@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from hindsight.algos.grpo import (
-    Aggregation, clipped_policy_loss, group_advantages, k3_kl, nonzero_variance_groups,
+    Aggregation, aggregate, clipped_policy_loss, group_advantages, k3_kl, nonzero_variance_groups, sequence_weights,
 )
 
 
@@ -19,10 +19,13 @@ def loop_advantages(rewards, normalize_std=True, eps=1e-6):
     return out
 
 
-def loop_loss(logp, logp_old, adv, mask, clip_low, clip_high, aggregation, logp_ref=None, kl_coef=0.0):
-    per_seq, total, count = [], 0.0, 0
+def loop_loss(logp, logp_old, adv, mask, trajectories, clip_low, clip_high, aggregation, logp_ref=None, kl_coef=0.0):
+    """The aggregated loss written out: per-token terms, then the aggregation's plain definition.
+
+    Row b is one turn of trajectory trajectories[b] (a trajectory's turns need not be adjacent).
+    """
+    terms = []  # (trajectory, row, term) for every generated token
     for b in range(len(logp)):
-        s, n = 0.0, 0
         for t in range(len(logp[b])):
             if not mask[b][t]:
                 continue
@@ -31,15 +34,19 @@ def loop_loss(logp, logp_old, adv, mask, clip_low, clip_high, aggregation, logp_
             if logp_ref is not None:
                 r = logp_ref[b][t] - logp[b][t]
                 term += kl_coef * (math.exp(r) - r - 1)
-            s += term
-            n += 1
-        if n:
-            per_seq.append(s / n)
-        total += s
-        count += n
-    if aggregation is Aggregation.SEQUENCE_MEAN:
-        return sum(per_seq) / len(per_seq)
-    return total / count
+            terms.append((trajectories[b], b, term))
+    if aggregation is Aggregation.TOKEN_MEAN:
+        return sum(term for _, _, term in terms) / len(terms)
+    key = 0 if aggregation is Aggregation.TRAJECTORY_MEAN else 1
+    units = {}
+    for entry in terms:
+        units.setdefault(entry[key], []).append(entry[2])
+    return sum(sum(values) / len(values) for values in units.values()) / len(units)
+
+
+def weights_for(mask, trajectories, aggregation):
+    tokens = [int(n) for n in mask.sum(dim=1).tolist()]
+    return sequence_weights(tokens, trajectories, aggregation, aggregation.units(tokens, trajectories))
 
 
 def test_group_advantages_match_loop():
@@ -65,32 +72,76 @@ def test_bad_reward_shape():
         group_advantages(torch.tensor([1.0, 2.0]))
 
 
-@pytest.mark.parametrize("aggregation", list(Aggregation))
-@pytest.mark.parametrize("clip", [(0.2, 0.2), (0.2, 0.28)])
-def test_clipped_loss_matches_loop(aggregation, clip):
-    torch.manual_seed(0)
-    B, T = 4, 7
+# Six turns of three trajectories with 3, 2 and 1 turns, interleaved as micro-batching may leave them.
+TRAJECTORIES = ["a", "b", "a", "c", "b", "a"]
+
+
+def loss_inputs(seed=0):
+    torch.manual_seed(seed)
+    B, T = 6, 7
     logp = -torch.rand(B, T) * 2
     logp_old = logp + (torch.rand(B, T) - 0.5) * 0.8  # ratios well outside the clip range
     logp_ref = logp + (torch.rand(B, T) - 0.5) * 0.3
-    adv = torch.tensor([1.5, -0.7, 0.0, 0.3])
+    adv = torch.tensor([1.5, -0.7, 1.5, 0.3, -0.7, 1.5])  # a trajectory's turns share its advantage
     mask = torch.ones(B, T)
     mask[0, 5:] = 0
     mask[2, :3] = 0
     mask[3, 1::2] = 0
-    loss, stats = clipped_policy_loss(logp, logp_old, adv, mask, clip_low=clip[0], clip_high=clip[1],
-                                      aggregation=aggregation, logp_ref=logp_ref, kl_coef=0.05)
-    expected = loop_loss(logp.tolist(), logp_old.tolist(), adv.tolist(), mask.tolist(), clip[0], clip[1],
+    mask[4, :6] = 0
+    return logp, logp_old, logp_ref, adv, mask
+
+
+@pytest.mark.parametrize("aggregation", list(Aggregation))
+@pytest.mark.parametrize("clip", [(0.2, 0.2), (0.2, 0.28)])
+def test_clipped_loss_matches_loop(aggregation, clip):
+    logp, logp_old, logp_ref, adv, mask = loss_inputs()
+    loss, stats = clipped_policy_loss(logp, logp_old, adv, mask, weights_for(mask, TRAJECTORIES, aggregation),
+                                      clip_low=clip[0], clip_high=clip[1], logp_ref=logp_ref, kl_coef=0.05)
+    expected = loop_loss(logp.tolist(), logp_old.tolist(), adv.tolist(), mask.tolist(), TRAJECTORIES, clip[0], clip[1],
                          aggregation, logp_ref.tolist(), 0.05)
     assert loss.item() == pytest.approx(expected, rel=1e-5, abs=1e-6)
     assert 0 < stats.clip_frac < 1
 
 
+@pytest.mark.parametrize("aggregation", list(Aggregation))
+def test_micro_batch_weights_reproduce_the_full_batch(aggregation):
+    logp, logp_old, logp_ref, adv, mask = loss_inputs(1)
+    mask[1] = 0  # a turn with no generated tokens
+    weights = weights_for(mask, TRAJECTORIES, aggregation)
+    logp.requires_grad_(True)
+    full, _ = clipped_policy_loss(logp, logp_old, adv, mask, weights, logp_ref=logp_ref, kl_coef=0.05)
+    (full_grad,) = torch.autograd.grad(full, logp)
+    parts = [clipped_policy_loss(logp[i : i + 2], logp_old[i : i + 2], adv[i : i + 2], mask[i : i + 2],
+                                 weights[i : i + 2], logp_ref=logp_ref[i : i + 2], kl_coef=0.05)[0]
+             for i in range(0, 6, 2)]
+    (parts_grad,) = torch.autograd.grad(sum(parts), logp)
+    assert sum(parts).item() == pytest.approx(full.item(), rel=1e-6)
+    assert torch.allclose(parts_grad, full_grad, rtol=1e-6, atol=1e-9)
+
+
+def test_a_trajectory_with_more_turns_does_not_weigh_more():
+    # Trajectory "a" has three one-token turns, "b" one: each trajectory gets half the weight.
+    tokens, ids = [1, 1, 1, 1], ["a", "a", "a", "b"]
+    trajectory = sequence_weights(tokens, ids, Aggregation.TRAJECTORY_MEAN, Aggregation.TRAJECTORY_MEAN.units(tokens, ids))
+    per_turn = sequence_weights(tokens, ids, Aggregation.TURN_MEAN, Aggregation.TURN_MEAN.units(tokens, ids))
+    assert trajectory.tolist() == pytest.approx([1 / 6, 1 / 6, 1 / 6, 1 / 2])
+    assert per_turn.tolist() == pytest.approx([1 / 4] * 4)
+
+
 def test_aggregations_differ_on_unequal_lengths():
     values = torch.tensor([[1.0, 1.0, 1.0, 1.0], [3.0, 0.0, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
-    assert Aggregation.SEQUENCE_MEAN.reduce(values, mask).item() == pytest.approx(2.0)
-    assert Aggregation.TOKEN_MEAN.reduce(values, mask).item() == pytest.approx(7 / 5)
+    assert aggregate(values, mask, weights_for(mask, ["x", "y"], Aggregation.TRAJECTORY_MEAN)).item() == pytest.approx(2.0)
+    assert aggregate(values, mask, weights_for(mask, ["x", "y"], Aggregation.TOKEN_MEAN)).item() == pytest.approx(7 / 5)
+    # Two turns of one trajectory: the trajectory mean is the token mean of its turns.
+    assert aggregate(values, mask, weights_for(mask, ["x", "x"], Aggregation.TRAJECTORY_MEAN)).item() == pytest.approx(7 / 5)
+    assert aggregate(values, mask, weights_for(mask, ["x", "x"], Aggregation.TURN_MEAN)).item() == pytest.approx(2.0)
+
+
+def test_old_configs_name_the_per_turn_form_sequence_mean():
+    assert Aggregation("sequence_mean") is Aggregation.TURN_MEAN
+    with pytest.raises(ValueError):
+        Aggregation("per_sample")
 
 
 def test_masked_tokens_get_no_gradient():
@@ -133,18 +184,3 @@ def test_bandit_learns_the_rewarded_arm():
             loss.backward()
             optimizer.step()
     assert torch.softmax(logits, 0)[best].item() > max(0.9, start + 0.5)
-
-
-@pytest.mark.parametrize("aggregation", list(Aggregation))
-def test_micro_batch_weights_reproduce_the_full_batch(aggregation):
-    torch.manual_seed(1)
-    values = torch.rand(6, 5)
-    mask = (torch.rand(6, 5) > 0.3).float()
-    mask[4] = 0  # a sequence with no generated tokens
-    full = aggregation.reduce(values, mask)
-    total = aggregation.units(mask)
-    parts = sum(
-        aggregation.reduce(values[i : i + 2], mask[i : i + 2]) * aggregation.units(mask[i : i + 2]) / total
-        for i in range(0, 6, 2)
-    )
-    assert parts.item() == pytest.approx(full.item(), rel=1e-6)

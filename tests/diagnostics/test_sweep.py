@@ -8,8 +8,6 @@ import yaml
 from hindsight.cli.main import CLIError, main
 from hindsight.cli.sweep import parse_windows
 
-pytest.importorskip("hindsight.agent.evaluate", reason="the evaluation API is not built yet")
-
 ARGS = ["sweep", "memory", "--env", "frozenlake", "--model", "random", "--windows", "full,none,2", "--episodes", "3"]
 
 

@@ -149,7 +149,30 @@ def test_gradient_checkpointing_changes_memory_not_the_update(tiny_model_dir, tm
             train_echo(replace(plain, gradient_checkpointing=True, micro_batch_size=2), tmp_path / "checkpointed")]
     a, b = (final_weights(run) for run in runs)
     assert adapter_moved(a, "policy") and adapter_moved(a, "critic")
-    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    assert a.keys() == b.keys()
+    # lora_B starts at zero, so after one update it is the update itself (and lora_A got no
+    # gradient yet). Recomputed activations and other micro-batches reassociate float sums:
+    # the two updates may differ by float noise relative to their size, not by a real amount.
+    for role in ("policy", "critic"):
+        keys = [k for k in a if f".{role}." in k and "lora_B" in k]
+        step_a, step_b = torch.cat([a[k].flatten() for k in keys]), torch.cat([b[k].flatten() for k in keys])
+        assert (step_a - step_b).norm() <= 1e-3 * step_a.norm()
+    assert all(torch.equal(a[k], b[k]) for k in a if "lora_A" in k)
+
+
+def test_kl_reference_init_anchors_each_role_to_its_start(tiny_model_dir, tmp_path):
+    warm = train_echo(echo_config(tiny_model_dir, updates=1, final_eval_split=""), tmp_path / "warm")
+    assert adapter_moved(final_weights(warm), "policy") and adapter_moved(final_weights(warm), "critic")
+    start = dict(init_from=str(warm), critic_init_from=str(warm), updates=1, final_eval_split="", kl_coef=0.1)
+    anchored = train_echo(echo_config(tiny_model_dir, kl_reference="init", **start), tmp_path / "init")
+    to_base = train_echo(echo_config(tiny_model_dir, **start), tmp_path / "base")
+    # One epoch: the KL is measured at the starting weights, which are the init reference itself.
+    (row,) = read_metrics(anchored)
+    assert row["policy/kl"] == pytest.approx(0.0, abs=1e-6) and row["critic/kl"] == pytest.approx(0.0, abs=1e-6)
+    (row,) = read_metrics(to_base)
+    assert row["policy/kl"] > 1e-4 and row["critic/kl"] > 1e-4
+    # The frozen references are not part of what a checkpoint saves.
+    assert not [name for name in final_weights(anchored) if "reference" in name]
 
 
 def test_resume_repeats_the_interrupted_update_exactly(tiny_model_dir, tmp_path):

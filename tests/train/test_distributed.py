@@ -22,7 +22,7 @@ import json, sys
 import pytest
 import torch
 from hindsight.algos.grpo import Aggregation
-from hindsight.methods.common import load_trainable, make_optimizer
+from hindsight.methods.common import load_trainable
 from hindsight.train.distributed import Workers
 from hindsight.train.sequences import TrainingSequence
 from hindsight.train.update import UpdateSettings, policy_gradient_update
@@ -31,19 +31,26 @@ model_dir, out, aggregation, epochs = sys.argv[1], sys.argv[2], sys.argv[3], int
 workers = Workers.current()
 torch.manual_seed(0)
 model = load_trainable(f"hf:{model_dir}", ("policy",), lora_rank=4, lora_alpha=8, full_finetune=False)
-# Six sequences of different lengths and answer lengths; one has a zero advantage.
+before = {n: p.detach().clone() for n, p in model.model.named_parameters() if "lora_" in n}
+# Six turns of three trajectories (t0: three turns, t1: two, t2: one with a zero advantage), of
+# different lengths and answer lengths. Each process holds whole trajectories, as GRPO deals them.
+trajectory = ["t0", "t1", "t0", "t2", "t1", "t0"]
+advantage = {"t0": 1.0, "t1": -0.5, "t2": 0.0}
 sequences = [
-    TrainingSequence(tuple(range(10 + i, 20 + 3 * i)), (0,) * 4 + (1,) * (6 + 2 * i), f"s{i}", (0,))
+    TrainingSequence(tuple(range(10 + i, 20 + 3 * i)), (0,) * 4 + (1,) * (6 + 2 * i), trajectory[i], (i,))
     for i in range(6)
 ]
-advantages = [1.0, -0.5, 0.0, 2.0, -1.5, 0.25]
-mine = workers.shard(range(6))
-optimizer, scheduler = make_optimizer(model.parameters(), lr=1e-2, weight_decay=0.0, warmup=0, total=4)
+mine = [i for i in range(6) if trajectory[i] in workers.shard(["t0", "t1", "t2"])]
+# SGD keeps the weights linear in the gradients, so float noise in a gradient stays that small in
+# the weights; Adam's first steps divide each gradient by its own size and would blow the noise
+# of a near-zero gradient up to a whole step. The optimizer acts on the summed gradient alike in
+# every process, so SGD tests the same claim.
+optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
 settings = UpdateSettings(aggregation=Aggregation(aggregation), epochs=epochs, micro_batch_size=2, kl_coef=0.1)
-stats = [policy_gradient_update(model, [sequences[i] for i in mine], [advantages[i] for i in mine], optimizer,
-                                scheduler, settings, workers) for _ in range(2)]
+stats = [policy_gradient_update(model, [sequences[i] for i in mine], [advantage[trajectory[i]] for i in mine],
+                                optimizer, None, settings, workers) for _ in range(2)]
 if workers.is_main:
-    torch.save({n: p.detach() for n, p in model.model.named_parameters() if "lora_" in n}, out + ".pt")
+    torch.save({n: p.detach() - before[n] for n, p in model.model.named_parameters() if "lora_" in n}, out + ".pt")
     json.dump([[s.loss, s.pg_loss, s.kl, s.clip_frac, s.grad_norm, s.sequences, s.tokens] for s in stats],
               open(out + ".json", "w"))
 '''
@@ -78,17 +85,19 @@ def test_single_process_workers_do_nothing():
 
 
 def test_two_processes_take_the_single_process_step(tiny_lora_model_dir, tmp_path):
-    for aggregation, epochs in (("sequence_mean", 2), ("token_mean", 1)):
+    for aggregation, epochs in (("trajectory_mean", 2), ("token_mean", 1)):
         alone, alone_stats = run_workers(tmp_path, tiny_lora_model_dir, 1, f"one-{aggregation}", aggregation, epochs)
         pair, pair_stats = run_workers(tmp_path, tiny_lora_model_dir, 2, f"two-{aggregation}", aggregation, epochs)
         assert alone.keys() == pair.keys()
-        moved = [k for k in alone if "lora_B" in k and alone[k].abs().sum() > 0]
-        assert moved  # the steps changed the adapters, so equal weights mean equal steps
-        for key in alone:
-            torch.testing.assert_close(pair[key], alone[key], rtol=1e-4, atol=1e-6)
+        step_alone = torch.cat([alone[k].flatten() for k in alone])
+        step_pair = torch.cat([pair[k].flatten() for k in alone])
+        assert step_alone.norm() > 0  # the steps changed the adapters, so equal changes mean equal steps
+        # Gradients summed over processes reassociate float sums (~1e-6 of the step measured on
+        # several machines); a wrong normalisation or a lost shard is off by a large fraction.
+        assert (step_pair - step_alone).norm() <= 1e-3 * step_alone.norm()
         for one, two in zip(alone_stats, pair_stats):
             assert one[5:] == two[5:]  # sequences and tokens are totals over the processes
-            assert one[:5] == pytest.approx(two[:5], rel=1e-4, abs=1e-6)
+            assert one[:5] == pytest.approx(two[:5], rel=1e-3, abs=1e-6)
 
 
 GRPO_SCRIPT = r'''

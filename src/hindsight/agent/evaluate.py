@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
-from hindsight.agent.prompts import Memory
+from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory
 from hindsight.llm.base import ModelBackend
 from hindsight.logs import RunDir, TrajectoryWriter, read_trajectories
 from hindsight.types import SamplingParams, Trajectory
@@ -42,6 +42,9 @@ class EvalConfig:
     max_new_tokens: int = 96
     max_steps: int | None = None
     model_options: dict[str, Any] = field(default_factory=dict)
+    #: System prompt ({instruction} = the env's rules); empty = the default. A trained
+    #: adapter is evaluated with the prompt it was trained on.
+    system_prompt: str = ""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -142,6 +145,7 @@ def run_eval(
     run.write_config({"kind": "eval", **asdict(config), "out": str(run.path)})
     rollout = RolloutConfig(
         memory=Memory.parse(config.memory),
+        system_template=config.system_prompt or DEFAULT_SYSTEM_TEMPLATE,
         sampling=SamplingParams(
             temperature=config.temperature, top_p=config.top_p, max_new_tokens=config.max_new_tokens
         ),

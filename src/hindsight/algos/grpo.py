@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable
+from typing import Sequence
 
 import torch
 
@@ -38,45 +38,77 @@ def nonzero_variance_groups(rewards: torch.Tensor, tol: float = 1e-8) -> torch.T
     return (rewards.max(dim=1).values - rewards.min(dim=1).values) > tol
 
 
-def _token_mean_per_sequence(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    per_sequence = (values * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
-    has_tokens = mask.sum(dim=1) > 0
-    return per_sequence[has_tokens].mean() if has_tokens.any() else values.sum() * 0
-
-
-def _token_level(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return (values * mask).sum() / mask.sum().clamp(min=1)
-
-
 class Aggregation(Enum):
-    """How per-token losses become one number.
+    """How per-token losses become one number: a weight for every sequence's token sum.
 
-    SEQUENCE_MEAN: mean over each sequence's tokens, then mean over sequences (the
-    1/|o_i| of GRPO). TOKEN_MEAN: mean over all tokens of the batch (DAPO), so long
-    sequences weigh more.
+    TRAJECTORY_MEAN (default): mean over every token the model generated in a trajectory,
+    all turns together, then mean over trajectories: the 1/|o_i| of GRPO for multi-turn
+    agents. A trajectory with more turns does not weigh more.
+    TURN_MEAN: each turn's sequence is its own unit (mean over its tokens, then over
+    turns), so a trajectory weighs in proportion to its number of turns.
+    TOKEN_MEAN: mean over all tokens of the batch (DAPO), so long answers weigh more.
     """
 
-    SEQUENCE_MEAN = "sequence_mean"
+    TRAJECTORY_MEAN = "trajectory_mean"
+    TURN_MEAN = "turn_mean"
     TOKEN_MEAN = "token_mean"
 
-    def reduce(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return _REDUCERS[self](values, mask)
+    @classmethod
+    def _missing_(cls, value: object) -> Aggregation | None:
+        # Configs written before the trajectory-level default called the per-turn form
+        # `sequence_mean`; their runs still resume with the objective they started with.
+        return cls.TURN_MEAN if value == "sequence_mean" else None
 
-    def units(self, mask: torch.Tensor) -> float:
-        """How many units a batch's loss is averaged over (sequences with tokens, or tokens).
+    def units(self, loss_tokens: Sequence[int], unit_ids: Sequence[str]) -> float:
+        """What the loss is averaged over: trajectories, turns or tokens (those with loss tokens).
 
-        Splitting a batch into micro-batches and weighting each micro-batch's reduced
-        loss by units(micro) / units(batch) reproduces the reduction over the whole batch.
+        loss_tokens: [S] generated tokens of each sequence; unit_ids: [S] the trajectory each
+        sequence belongs to. Summed over data-parallel processes, this is the denominator
+        every process passes to `sequence_weights`.
         """
-        if self is Aggregation.SEQUENCE_MEAN:
-            return float((mask.sum(dim=1) > 0).sum())
-        return float(mask.sum())
+        if self is Aggregation.TOKEN_MEAN:
+            return float(sum(loss_tokens))
+        if self is Aggregation.TURN_MEAN:
+            return float(sum(1 for n in loss_tokens if n > 0))
+        return float(len({unit for unit, n in zip(unit_ids, loss_tokens) if n > 0}))
 
 
-_REDUCERS: dict[Aggregation, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    Aggregation.SEQUENCE_MEAN: _token_mean_per_sequence,
-    Aggregation.TOKEN_MEAN: _token_level,
-}
+def sequence_weights(
+    loss_tokens: Sequence[int], unit_ids: Sequence[str], aggregation: Aggregation, total_units: float,
+) -> torch.Tensor:
+    """Weight w_s of each sequence's token sum, so that Σ_s w_s Σ_t mask[s, t]·x[s, t] is the
+    aggregated loss of the whole batch.
+
+    loss_tokens: [S] generated (masked-in) tokens of each sequence; unit_ids: [S] the
+    trajectory of each sequence (the turns of one trajectory share it); total_units: the
+    batch's `aggregation.units(...)`, over every process. Returns [S] float64.
+
+    The weights of a sequence depend only on its own trajectory and the batch totals, so
+    any split of the sequences into micro-batches (or processes) sums to the same loss.
+    """
+    if len(loss_tokens) != len(unit_ids):
+        raise ValueError("one unit id per sequence is needed")
+    counts = torch.tensor([float(n) for n in loss_tokens], dtype=torch.float64)
+    if total_units <= 0:
+        return torch.zeros_like(counts)
+    if aggregation is Aggregation.TOKEN_MEAN:
+        return torch.where(counts > 0, 1.0 / total_units, 0.0)
+    if aggregation is Aggregation.TURN_MEAN:
+        per_unit = counts
+    else:
+        tokens_of: dict[str, float] = {}
+        for unit, n in zip(unit_ids, loss_tokens):
+            tokens_of[unit] = tokens_of.get(unit, 0.0) + n
+        per_unit = torch.tensor([tokens_of[unit] for unit in unit_ids], dtype=torch.float64)
+    return torch.where(counts > 0, 1.0 / (per_unit.clamp(min=1) * total_units), 0.0)
+
+
+def aggregate(values: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Σ_s weights[s] · Σ_t mask[s, t] · values[s, t].
+
+    values, mask: [B, T]; weights: [B] from `sequence_weights`. Returns a scalar.
+    """
+    return ((values * mask).sum(dim=1) * weights.to(values.dtype)).sum()
 
 
 def k3_kl(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
@@ -104,10 +136,10 @@ def clipped_policy_loss(
     logp_old: torch.Tensor,
     advantages: torch.Tensor,
     mask: torch.Tensor,
+    weights: torch.Tensor | None = None,
     *,
     clip_low: float = 0.2,
     clip_high: float = 0.2,
-    aggregation: Aggregation = Aggregation.SEQUENCE_MEAN,
     logp_ref: torch.Tensor | None = None,
     kl_coef: float = 0.0,
 ) -> tuple[torch.Tensor, PolicyLossStats]:
@@ -117,21 +149,28 @@ def clipped_policy_loss(
     logp_old:   [B, T] log-probs under the policy that sampled them (no gradient).
     advantages: [B] one advantage per sequence, shared by all its tokens.
     mask:       [B, T] 1 for model-generated tokens, 0 for prompt, observation and padding.
+    weights:    [B] weight of each sequence's token sum (`sequence_weights`); by default
+                each sequence is its own trajectory (mean per sequence, then over them).
     logp_ref:   [B, T] log-probs under the frozen reference, needed when kl_coef > 0.
 
     Per token: −min(ρ·A, clip(ρ, 1 − clip_low, 1 + clip_high)·A) + kl_coef·k3, with
-    ρ = exp(logp − logp_old), reduced by `aggregation`. Returns (loss, stats).
+    ρ = exp(logp − logp_old), aggregated with `weights`. Returns (loss, stats).
     """
     mask = mask.to(logp.dtype)
+    if weights is None:
+        tokens = mask.sum(dim=1).tolist()
+        ids = [str(row) for row in range(len(tokens))]
+        aggregation = Aggregation.TRAJECTORY_MEAN
+        weights = sequence_weights(tokens, ids, aggregation, aggregation.units(tokens, ids))
     ratio = torch.exp(logp - logp_old.detach())
     adv = advantages.detach().to(logp.dtype).unsqueeze(1)
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1 - clip_low, 1 + clip_high) * adv
     per_token = -torch.minimum(unclipped, clipped)
-    pg_loss = aggregation.reduce(per_token, mask)
+    pg_loss = aggregate(per_token, mask, weights)
     if kl_coef and logp_ref is None:
         raise ValueError("kl_coef > 0 needs logp_ref")
-    kl = aggregation.reduce(k3_kl(logp, logp_ref.detach()), mask) if logp_ref is not None else pg_loss.new_zeros(())
+    kl = aggregate(k3_kl(logp, logp_ref.detach()), mask, weights) if logp_ref is not None else pg_loss.new_zeros(())
     loss = pg_loss + kl_coef * kl
     with torch.no_grad():
         tokens = mask.sum().clamp(min=1)

@@ -22,6 +22,8 @@ from hindsight.cli.main import CLIError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from hindsight.cli.main import add_threads_option
+
     parser = subparsers.add_parser(
         "echo-compare", help="critic-guided refinement vs. no-critic regeneration at an ECHO checkpoint",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -39,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="second attempts only for the first attempts that failed")
     parser.add_argument("--out", help="output directory (default RUN_DIR/echo-compare-step-N-SPLIT)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    add_threads_option(parser)
     parser.set_defaults(run=run)
 
 

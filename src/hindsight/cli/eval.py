@@ -8,9 +8,12 @@ from typing import Any
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from hindsight.cli.main import add_threads_option
+
     parser = subparsers.add_parser("eval", help="evaluate a model on an environment", description=__doc__)
     parser.add_argument("--env", required=True, help="environment id (see `hindsight envs list`)")
-    parser.add_argument("--model", required=True, help="model spec: smollm2, hf:PATH, openai:NAME, oracle, random, scripted:FILE")
+    parser.add_argument("--model", required=True, help="model spec: smollm2, hf:PATH, openai:NAME, oracle, random, "
+                                                        "scripted:FILE, or smollm2/hf:PATH +ADAPTER")
     parser.add_argument("--episodes", type=int, default=10, help="number of task instances (default 10)")
     parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
     parser.add_argument("--memory", default="full", help="history shown to the model: full, none, or a number of turns")
@@ -21,7 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--concurrency", type=int, default=32, help="episodes run at once (batch size)")
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--system-prompt", default="",
+                        help="system prompt ({instruction} = the env's rules; default: the rules and answer format)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_threads_option(parser)
     parser.set_defaults(run=run)
 
 
@@ -49,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
             temperature=args.temperature,
             max_new_tokens=args.max_new_tokens,
             max_steps=args.max_steps,
+            system_prompt=args.system_prompt,
         )
         # Check the env id and options and the model spec before anything slow starts.
         make(config.env, **config.env_kwargs)

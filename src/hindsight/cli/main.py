@@ -14,14 +14,48 @@ import sys
 
 from hindsight import __version__
 
-COMMAND_MODULES = ("envs", "eval", "train", "echo", "diagnose", "report", "sweep")
+COMMAND_MODULES = ("demo", "envs", "eval", "train", "echo", "export_adapter", "diagnose", "report", "sweep")
 
 #: Exit code for user mistakes (unknown env, unknown model, bad arguments).
 USAGE_ERROR = 2
 
+#: Default of `--threads` for every command that runs a model.
+THREADS_ENV = "HINDSIGHT_THREADS"
+
 
 class CLIError(Exception):
     """A user mistake: printed as one line, exit code 2."""
+
+
+def add_threads_option(parser: argparse.ArgumentParser) -> None:
+    """`--threads N` for a command that runs a model on the CPU."""
+    parser.add_argument(
+        "--threads", metavar="N",
+        help=f"CPU threads for the model (default: ${THREADS_ENV}, else all cores). When several jobs share "
+             "the cores, give each its own: 1 thread per job was measured up to ~10x faster than 2 under contention",
+    )
+
+
+def apply_threads(value: str | None) -> None:
+    """Set torch's thread count from `--threads` or $HINDSIGHT_THREADS (nothing when neither is given).
+
+    OMP_NUM_THREADS is set too, so worker processes the command starts use as many.
+    """
+    value = value if value is not None else os.environ.get(THREADS_ENV)
+    if value is None or value == "":
+        return
+    try:
+        threads = int(value)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise CLIError(f"--threads (or ${THREADS_ENV}) must be a positive integer, not {value!r}")
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    try:
+        import torch
+    except ImportError:
+        return  # no local model can run; API models do not need threads
+    torch.set_num_threads(threads)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return USAGE_ERROR
     try:
+        if "threads" in args:
+            apply_threads(args.threads)
         return int(args.run(args) or 0)
     except CLIError as exc:
         print(f"hindsight: error: {exc}", file=sys.stderr)

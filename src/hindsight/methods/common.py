@@ -36,14 +36,20 @@ def load_trainable(
     model_spec: str, roles: Sequence[str], lora_rank: int, lora_alpha: int, full_finetune: bool,
     gradient_checkpointing: bool = False,
 ) -> TrainableModel:
-    """Load an `hf:`-family model and wrap it with one LoRA adapter per role."""
+    """Load an `hf:`-family model and wrap it with one LoRA adapter per role.
+
+    A spec with adapters (`smollm2+X`) has them merged into the base first, so the roles'
+    fresh adapters train on top of base+X, and "adapters off" (the KL reference of
+    `kl_reference: base`) is that merged model.
+    """
     from hindsight.llm import load_model
     from hindsight.llm.base import ModelError
     from hindsight.llm.hf import HFBackend
 
     backend = load_model(model_spec)
     if not isinstance(backend, HFBackend):
-        raise ModelError(f"{model_spec!r} is not a trainable model; training needs smollm2 or hf:PATH")
+        raise ModelError(f"{model_spec!r} is not a trainable model; training needs smollm2 or hf:PATH "
+                         "(optionally +ADAPTER)")
     lora = None if full_finetune else LoraSettings(rank=lora_rank, alpha=lora_alpha)
     return TrainableModel(backend, roles=roles, lora=lora, gradient_checkpointing=gradient_checkpointing)
 
@@ -189,7 +195,9 @@ def fit_supervised(
 class PolicyGradientBasics(TrainingBasics):
     """Config fields of the group-relative policy-gradient methods (GRPO, ECHO)."""
 
-    init_from: str = option("", "run directory (e.g. an SFT run) whose latest checkpoint initialises the policy")
+    init_from: str = option("", "what initialises the policy adapter: a run directory (e.g. an SFT run; its latest "
+                                "checkpoint) or checkpoint, a PEFT adapter folder, a bundled adapter name or an "
+                                "adapter spec BASE+ADAPTER")
     updates: int = option(20, "number of updates")
     tasks_per_update: int = option(4, "task instances per update")
     group_size: int = option(8, "samples per task instance: GRPO's G trajectories, ECHO's N critiques and refinements")
@@ -201,8 +209,13 @@ class PolicyGradientBasics(TrainingBasics):
     micro_batch_size: int = option(8, "sequences per forward/backward")
     clip_low: float = option(0.2, "lower clip ε (ratio ≥ 1 − ε)")
     clip_high: float = option(0.2, "upper clip ε (ratio ≤ 1 + ε); DAPO's clip-higher uses 0.28")
-    kl_coef: float = option(0.0, "β of the k3 KL to the reference policy (the base model unless a method says; 0 disables it)")
-    aggregation: str = option("sequence_mean", "sequence_mean (GRPO's 1/|o_i|) or token_mean (DAPO)")
+    kl_coef: float = option(0.0, "β of the k3 KL to the reference (kl_reference); 0 disables it")
+    kl_reference: str = option("base", "what kl_coef pulls each role toward: base (the base model, adapters off) or "
+                                       "init (a frozen copy of the weights the role starts from: init_from for the "
+                                       "policy, e.g. the SFT warm start; critic_init_from for ECHO's critic)")
+    aggregation: str = option("trajectory_mean", "trajectory_mean (token mean over all turns of a trajectory, then "
+                                                 "mean over trajectories: the papers' 1/|o_i|), turn_mean (each turn "
+                                                 "its own unit, so longer trajectories weigh more) or token_mean (DAPO)")
     normalize_std: bool = option(True, "divide advantages by the group's standard deviation")
     gradient_checkpointing: bool = option(False, "trade compute for memory in the update")
     eval_every: int = option(5, "evaluate on the validation split every N updates (0 disables)")
@@ -220,6 +233,13 @@ class PolicyGradientBasics(TrainingBasics):
             raise ValueError("group_size must be >= 2 (advantages are relative to the group)")
         if self.checkpoint_every < 1:
             raise ValueError("checkpoint_every must be >= 1")
+        if self.kl_reference not in ("base", "init"):
+            raise ValueError(f"kl_reference must be 'base' or 'init', not {self.kl_reference!r}")
+        if self.kl_reference == "init" and not self.init_from:
+            raise ValueError("kl_reference: init needs init_from")
+        if self.kl_reference == "init" and self.full_finetune:
+            raise ValueError("kl_reference: init needs LoRA; with full fine-tuning the reference is already "
+                             "the weights the run starts from")
 
     def update_settings(self) -> UpdateSettings:
         return UpdateSettings(
@@ -265,11 +285,21 @@ def trajectory_return(trajectory: Trajectory, reward: str) -> float:
     return float(trajectory.success) if reward == "success" else trajectory.score
 
 
-def load_latest(model: TrainableModel, run_path: str | Path, role: str | None = None) -> None:
-    """Initialise the model (or one role's adapter) from a run's latest checkpoint."""
-    checkpoints = list_checkpoints(run_path)
+def load_latest(model: TrainableModel, source: str | Path, role: str | None = None) -> None:
+    """Initialise one role's adapter (default policy), or with full fine-tuning all weights, from `source`.
+
+    With LoRA, `source` is anything `TrainableModel.load_adapter` takes: a run directory
+    (its latest checkpoint, the `role` adapter of it), a checkpoint, a PEFT adapter
+    folder, a bundled adapter name or an adapter spec; rank, alpha and targets must match.
+    With full fine-tuning it must be a run directory of a full fine-tuning run.
+    """
+    if model.lora is not None:
+        model.load_adapter(source, role or "policy")
+        return
+    checkpoints = list_checkpoints(source)
     if not checkpoints:
-        raise ConfigError(f"no checkpoint in {run_path}")
+        raise ConfigError(f"no checkpoint in {source}; with full_finetune: true, init_from must be a run directory "
+                          "(merge an adapter into the base with model: BASE+ADAPTER)")
     model.load(checkpoints[-1].path / "model", role)
 
 

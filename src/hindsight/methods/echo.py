@@ -13,7 +13,8 @@ One update, top to bottom (the paper's Algorithm 1):
     adv      A_P = s_r normalised within each group of N; A_C = r_c normalised likewise
     update   the policy adapter on the refinements' turns (prompts include the critique)
              with A_P, the critic adapter on its critiques with A_C: each its own optimizer
-             and schedule, the clipped GRPO objective and the k3 KL to the base model; the
+             and schedule, the clipped GRPO objective and the k3 KL to the base model or,
+             with kl_reference: init, to the weights each role started from; the
              same batch, the same step
     log      metrics.jsonl row; every refinement with its `echo` object (train.jsonl);
              the initial attempts (initial.jsonl)
@@ -51,7 +52,7 @@ from hindsight.methods.common import (
     EvalSettings, MetricsLog, PolicyGradientBasics, TrainingProgress, eval_metrics, evaluate_trainable, load_latest,
     load_trainable, make_optimizer, open_run, resume_latest, trajectory_return, update_metrics,
 )
-from hindsight.train.checkpoint import list_checkpoints, save_checkpoint, seed_everything
+from hindsight.train.checkpoint import choose_checkpoint, save_checkpoint, seed_everything
 from hindsight.train.distributed import single_process
 from hindsight.train.model import TrainableModel
 from hindsight.train.sequences import TrainingSequence, reply_ids, reply_sequence, turn_sequences
@@ -67,9 +68,10 @@ _CRITIC_PROVIDERS = ("smollm2", "hf", "openai", "scripted")
 class ECHOConfig(PolicyGradientBasics):
     critic: str = option("adapter", "who writes critiques: adapter (a second LoRA adapter on the policy's base model, "
                                     "trained), template (rule-based oracle comparison) or a model spec such as "
-                                    "openai:NAME or hf:PATH (frozen)")
-    critic_init_from: str = option("", "run directory whose latest checkpoint holds a critic adapter to start from "
-                                       "(e.g. a critic-sft run)")
+                                    "openai:NAME, hf:PATH or smollm2+ADAPTER (frozen)")
+    critic_init_from: str = option("", "what initialises the critic adapter: a run directory whose latest checkpoint "
+                                       "holds a critic adapter (e.g. a critic-sft run), a PEFT adapter folder, a "
+                                       "bundled adapter name or an adapter spec BASE+ADAPTER")
     freeze_critic: bool = option(False, "never update the critic (the paper's 'w/o evolving' ablation)")
     no_critic: bool = option(False, "baseline: N plain re-attempts instead of critique-guided refinements")
     gain: str = option("sa", "critic reward: sa (saturation-aware, ln((1 − s_o + η)/(1 − s_r + η))) "
@@ -152,8 +154,14 @@ def load_echo_model(config: ECHOConfig) -> TrainableModel:
                            config.gradient_checkpointing)
     if config.init_from:
         load_latest(model, config.init_from, "policy" if model.lora is not None else None)
+        if config.kl_reference == "init":
+            model.freeze_reference(config.init_from, "policy")
     if config.critic_init_from:
         load_latest(model, config.critic_init_from, "critic")
+        # Without a critic warm start the critic adapter starts at zero, i.e. at the base model,
+        # which is then its reference already.
+        if config.kl_reference == "init":
+            model.freeze_reference(config.critic_init_from, "critic")
     return model
 
 
@@ -514,25 +522,21 @@ def compare_refinement(
     config = read_echo_config(run_dir)
     if config.no_critic:
         raise ConfigError(f"{run_dir} trained without a critic (no_critic: true); there is nothing to compare")
-    checkpoints = list_checkpoints(run_dir)
-    if not checkpoints:
-        raise ConfigError(f"{run_dir} has no checkpoint")
-    chosen = checkpoints[-1] if step is None else next((c for c in checkpoints if c.step == step), None)
-    if chosen is None:
-        steps = ", ".join(str(c.step) for c in checkpoints)
-        raise ConfigError(f"{run_dir} has no checkpoint of update {step}; it has {steps}")
+    chosen = choose_checkpoint(run_dir, step)
     if samples < 1 or episodes < 1:
         raise ConfigError("episodes and samples must be >= 1")
     if critic not in ("", "template"):
         raise ConfigError(f"critic must be empty (the run's own) or 'template', not {critic!r}")
     started = time.perf_counter()
     seed_everything(seed)
-    model = load_echo_model(replace(config, init_from="", critic_init_from=""))
+    # The weights come from the checkpoint; the start runs named in the config are no longer
+    # needed, nor is a KL reference (nothing is trained here).
+    checkpoint_only = replace(config, init_from="", critic_init_from="", kl_reference="base")
+    model = load_echo_model(checkpoint_only)
     model.load(chosen.path / "model")
     env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
     seeds = env_factory().split_seeds(split, episodes)
-    # The weights come from the checkpoint; the start runs named in the config are no longer needed.
-    guide = build_critic(replace(config, critic=critic or config.critic, init_from="", critic_init_from=""), model,
+    guide = build_critic(replace(checkpoint_only, critic=critic or config.critic), model,
                          env_factory().criteria)
 
     first_attempts = policy_engine(config, env_factory, model, seed).run(Task(seed=s) for s in seeds)

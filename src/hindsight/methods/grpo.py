@@ -7,7 +7,8 @@ One update, top to bottom:
     reward  R = the trajectory's final task score (or success)
     adv     A = (R − mean_group) / (std_group + ε), shared by every generated token
             (drop_zero_variance: groups with equal returns leave the batch, as in DAPO)
-    loss    clipped importance ratio × A on response tokens of every turn, k3 KL to the
+    loss    clipped importance ratio × A on the response tokens of every turn, averaged over
+            each trajectory's tokens, then over trajectories (`aggregation`); k3 KL to the
             base model (adapters off) or the init policy (kl_reference) when kl_coef > 0
     step    AdamW, gradient clipping
     log     metrics.jsonl row, trajectories with their advantages
@@ -35,7 +36,7 @@ from hindsight.methods.common import (
     MetricsLog, PolicyGradientBasics, TrainingProgress, eval_metrics, evaluate_trainable, load_latest,
     load_trainable, make_optimizer, open_run, resume_latest, trajectory_return, update_metrics,
 )
-from hindsight.train.checkpoint import list_checkpoints, save_checkpoint, seed_everything
+from hindsight.train.checkpoint import save_checkpoint, seed_everything
 from hindsight.train.distributed import Workers
 from hindsight.train.sequences import turn_sequences
 from hindsight.train.update import policy_gradient_update
@@ -46,18 +47,6 @@ from hindsight.types import SamplingParams
 class GRPOConfig(PolicyGradientBasics):
     drop_zero_variance: bool = option(False, "DAPO: leave groups whose returns are all equal out of the batch "
                                              "(they then do not dilute the loss normalisation)")
-    kl_reference: str = option("base", "what kl_coef pulls toward: base (the base model, adapters off) or init "
-                                       "(a frozen copy of the init_from policy, e.g. the SFT warm start)")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.kl_reference not in ("base", "init"):
-            raise ValueError(f"kl_reference must be 'base' or 'init', not {self.kl_reference!r}")
-        if self.kl_reference == "init" and not self.init_from:
-            raise ValueError("kl_reference: init needs init_from")
-        if self.kl_reference == "init" and self.full_finetune:
-            raise ValueError("kl_reference: init needs LoRA; with full fine-tuning the reference is already "
-                             "the weights the run starts from")
 
 
 def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> Path:
@@ -78,7 +67,7 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
     if config.init_from:
         load_latest(model, config.init_from)
         if config.kl_reference == "init":
-            model.freeze_reference(list_checkpoints(config.init_from)[-1].path / "model")
+            model.freeze_reference(config.init_from)
     optimizer, scheduler = make_optimizer(model.parameters(), config.lr, config.weight_decay, config.warmup_steps,
                                           config.updates * config.epochs)
     settings = config.update_settings()

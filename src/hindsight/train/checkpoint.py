@@ -14,16 +14,17 @@ from __future__ import annotations
 import os
 import random
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 import torch
 
+from hindsight.logs.checkpoints import STATE_FILE, Checkpoint, checkpoint_dir, choose_checkpoint, list_checkpoints
 from hindsight.train.model import TrainableModel
 
-STATE_FILE = "state.pt"
+__all__ = ["STATE_FILE", "Checkpoint", "checkpoint_dir", "choose_checkpoint", "list_checkpoints", "load_checkpoint",
+           "save_checkpoint", "seed_everything"]
 
 
 def rng_state() -> dict[str, Any]:
@@ -40,16 +41,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    step: int
-    path: Path
-
-
-def checkpoint_dir(run_path: Path, step: int) -> Path:
-    return run_path / "checkpoints" / f"step-{step:06d}"
 
 
 def save_checkpoint(
@@ -83,18 +74,6 @@ def save_checkpoint(
         for old in list_checkpoints(run_path)[:-keep]:
             shutil.rmtree(old.path, ignore_errors=True)
     return Checkpoint(step, target)
-
-
-def list_checkpoints(run_path: str | os.PathLike[str]) -> list[Checkpoint]:
-    """Complete checkpoints of a run, oldest first."""
-    folder = Path(run_path) / "checkpoints"
-    if not folder.is_dir():
-        return []
-    found = []
-    for child in folder.iterdir():
-        if child.name.startswith("step-") and not child.name.endswith(".tmp") and (child / STATE_FILE).is_file():
-            found.append(Checkpoint(int(child.name.split("-")[1]), child))
-    return sorted(found, key=lambda c: c.step)
 
 
 def load_checkpoint(

@@ -14,12 +14,16 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import torch
 
+from hindsight.configs import ConfigError
 from hindsight.llm.hf import HFBackend
 from hindsight.train.sequences import TrainingSequence
+
+if TYPE_CHECKING:
+    from hindsight.llm.adapters import AdapterWeights
 
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -105,7 +109,13 @@ def token_logprobs(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
     return out.masked_scatter(selected, picked)
 
 
+#: Frozen reference adapters are named `reference_ROLE`; they are never saved.
 REFERENCE_ADAPTER = "reference"
+
+
+def reference_adapter(role: str) -> str:
+    """Name of the frozen KL reference of `role`."""
+    return f"{REFERENCE_ADAPTER}_{role}"
 
 
 class TrainableModel:
@@ -126,7 +136,7 @@ class TrainableModel:
         self.roles = tuple(roles)
         self.lora = lora
         self._frozen_reference: torch.nn.Module | None = None
-        self._reference_adapter = False
+        self._references: set[str] = set()  # roles with a frozen reference adapter
         self._lora_config = None
         if gradient_checkpointing:
             backend.model.gradient_checkpointing_enable()
@@ -185,37 +195,78 @@ class TrainableModel:
         """Token log-probs under the active role, with gradient: [B, T − 1] (0 off the loss mask)."""
         return token_logprobs(self.model, batch)
 
-    def freeze_reference(self, folder: str | Path, role: str = "policy") -> None:
-        """Make a frozen copy of `role`'s adapter saved in `folder` the KL reference.
+    def freeze_reference(self, source: str | Path | AdapterWeights, role: str = "policy") -> None:
+        """Make a frozen copy of an adapter the KL reference of `role` (each role has its own).
 
+        `source` is anything `load_adapter` takes: a run directory or checkpoint (its
+        `role` adapter), a PEFT adapter folder, a bundled adapter name or an adapter spec.
         Without it the reference is the base model (adapters off). A run that starts from
         an SFT policy usually wants that policy as its anchor instead: the base model
         cannot even write the answer format. The copy is one more small adapter.
         """
         if self.lora is None:
             raise ValueError("a reference adapter needs LoRA; with full fine-tuning the reference is the start weights")
-        if not self._reference_adapter:
-            self.model.add_adapter(REFERENCE_ADAPTER, self._lora_config)
-            self._reference_adapter = True
-        state = torch.load(Path(folder) / "weights.pt", map_location="cpu", weights_only=True)
-        state = {name.replace(f".{role}.", f".{REFERENCE_ADAPTER}."): t for name, t in state.items() if f".{role}." in name}
-        if not state:
-            raise ValueError(f"{folder} holds no weights of the {role!r} adapter")
-        current = dict(self.model.named_parameters())
-        with torch.no_grad():
-            for name, tensor in state.items():
-                current[name].copy_(tensor.to(current[name].device))
+        weights = self._read_fitting_adapter(source, role)  # checked before the model changes
+        if role not in self._references:
+            self.model.add_adapter(reference_adapter(role), self._lora_config)
+            self._references.add(role)
+        from hindsight.llm.adapters import load_into
+
+        load_into(self.model, weights, reference_adapter(role))
         self.activate(self.active)  # adding an adapter must not change the active one
+
+    def load_adapter(self, source: str | Path | AdapterWeights, role: str = "policy",
+                     source_role: str | None = None) -> None:
+        """Initialise `role`'s LoRA weights from an adapter.
+
+        `source`: a Hindsight run directory (its latest checkpoint) or checkpoint folder,
+        whose `source_role` adapter (default `role`) is taken; a PEFT adapter folder; a
+        bundled adapter name; an adapter spec `BASE+ADAPTER` (its BASE is not used: the
+        adapter starts this model's LoRA on top of whatever base it was loaded with); or
+        `AdapterWeights` already read. Its rank, alpha and targets must be this model's
+        (`ConfigError` says which differs); its matrices must fit the base (`ModelError`).
+        """
+        if self.lora is None:
+            raise ConfigError("initialising from an adapter needs LoRA; with full_finetune: true merge it into "
+                              "the base instead (model: BASE+ADAPTER)")
+        if role not in self.roles:
+            raise ValueError(f"unknown role {role!r}; this model has {self.roles}")
+        from hindsight.llm.adapters import load_into
+
+        load_into(self.model, self._read_fitting_adapter(source, source_role or role), role)
+
+    def _read_fitting_adapter(self, source: str | Path | AdapterWeights, role: str) -> AdapterWeights:
+        from hindsight.llm.adapters import AdapterWeights, read_adapter
+
+        weights = source if isinstance(source, AdapterWeights) else read_adapter(source, role)
+        lora, label = self.lora, weights.label
+        # Another rank or other targets would also fail in load_into, but as a message about
+        # shapes or modules; naming the setting that differs is what a user can act on.
+        # Another alpha would load without complaint and scale the adapter differently.
+        if weights.variants:
+            raise ConfigError(f"{label} uses {', '.join(weights.variants)}, but Hindsight trains plain LoRA; "
+                              "merge it into the base instead (model: BASE+ADAPTER)")
+        if weights.rank != lora.rank:
+            raise ConfigError(f"{label} has LoRA rank {weights.rank}, but this run's lora_rank is {lora.rank}; "
+                              f"set lora_rank: {weights.rank}")
+        if weights.alpha is not None and weights.alpha != lora.alpha:
+            raise ConfigError(f"{label} has LoRA alpha {weights.alpha:g}, but this run's lora_alpha is {lora.alpha}; "
+                              f"set lora_alpha: {weights.alpha:g}")
+        if set(weights.targets) != set(lora.target_modules):
+            raise ConfigError(f"{label} adapts {', '.join(weights.targets)}, but this run's LoRA adapts "
+                              f"{', '.join(sorted(lora.target_modules))}; merge it into the base instead "
+                              "(model: BASE+ADAPTER)")
+        return weights
 
     @torch.no_grad()
     def reference_logprobs(self, batch: Batch) -> torch.Tensor:
-        """Token log-probs under the frozen reference: [B, T − 1] (0 off the loss mask).
+        """Token log-probs under the active role's frozen reference: [B, T − 1] (0 off the loss mask).
 
-        The reference is the adapter set by `freeze_reference`, else the base model
+        The reference is the role's adapter set by `freeze_reference`, else the base model
         (adapters off), or with full fine-tuning a copy of the weights at the first call.
         """
-        if self._reference_adapter:
-            self.model.set_adapter(REFERENCE_ADAPTER)
+        if self.active in self._references:
+            self.model.set_adapter(reference_adapter(self.active))
             try:
                 return token_logprobs(self.model, batch)
             finally:
@@ -235,7 +286,7 @@ class TrainableModel:
         folder.mkdir(parents=True, exist_ok=True)
         # The reference adapter is not saved: it is rebuilt from where it came from.
         state = {name: p.detach().cpu() for name, p in self.model.named_parameters()
-                 if (p.requires_grad or self._is_adapter(name)) and f".{REFERENCE_ADAPTER}." not in name}
+                 if (p.requires_grad or self._is_adapter(name)) and f".{REFERENCE_ADAPTER}_" not in name}
         torch.save(state, folder / "weights.pt")
 
     def load(self, folder: str | Path, role: str | None = None) -> None:

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import torch
 
-from hindsight.algos.grpo import Aggregation, clipped_policy_loss
+from hindsight.algos.grpo import Aggregation, clipped_policy_loss, sequence_weights
 from hindsight.train.distributed import Workers
 from hindsight.train.model import TrainableModel, collate
 from hindsight.train.sequences import TrainingSequence
@@ -26,7 +26,7 @@ class UpdateSettings:
     clip_low: float = 0.2
     clip_high: float = 0.2
     kl_coef: float = 0.0
-    aggregation: Aggregation = Aggregation.SEQUENCE_MEAN
+    aggregation: Aggregation = Aggregation.TRAJECTORY_MEAN
     epochs: int = 1
     micro_batch_size: int = 4
     max_grad_norm: float = 1.0
@@ -65,6 +65,12 @@ def policy_gradient_update(
 ) -> UpdateStats | None:
     """Run `settings.epochs` optimizer steps of the clipped objective on the active role.
 
+    The loss is aggregated by `settings.aggregation` over the sequences' `trajectory_id`s:
+    with the default, the turns of one trajectory form one unit (token mean over all its
+    generated tokens, then the mean over trajectories). Each sequence's token sum gets a
+    weight (`sequence_weights`) fixed before micro-batching, so any split into
+    micro-batches sums to the whole-batch loss.
+
     The behaviour log-probs (logp_old) are those of the weights before the first step.
     With one epoch they equal the current log-probs, so their forward pass is skipped.
     Sequences with zero advantage contribute no policy gradient; when there is also no
@@ -72,28 +78,34 @@ def policy_gradient_update(
     objective is the same as if they had been computed. Returns None when nothing is
     left to train on.
 
-    With several `workers` (data parallelism), each process passes its own sequences;
-    the loss is normalised by the units of all of them and the gradients are summed, so
-    every process takes the step one process would take on the union. Returned losses
-    and sizes are totals over the processes.
+    With several `workers` (data parallelism), each process passes its own sequences (a
+    trajectory's turns all on one process); the denominator counts the units of all of
+    them and the gradients are summed, so every process takes the step one process would
+    take on the union. Returned losses and sizes are totals over the processes.
     """
     if len(sequences) != len(advantages):
         raise ValueError("one advantage per sequence is needed")
     started = time.perf_counter()
     aggregation = settings.aggregation
     device = next(model.model.parameters()).device
+    # The first token has no prediction, so it never carries loss (collate drops it too).
+    loss_tokens = [sum(s.loss_mask[1:]) for s in sequences]
+    unit_ids = [s.trajectory_id for s in sequences]
     keep = [i for i, a in enumerate(advantages) if a != 0.0 or settings.kl_coef > 0]
-    local_units = aggregation.units(collate(sequences, model.pad_id).loss_mask) if sequences else 0
-    kept_tokens = sum(sequences[i].num_loss_tokens for i in keep)
-    total_units, total_kept, total_kept_tokens = workers.sum([local_units, len(keep), kept_tokens])
+    kept_tokens = sum(loss_tokens[i] for i in keep)
+    total_units, total_kept, total_kept_tokens = workers.sum(
+        [aggregation.units(loss_tokens, unit_ids), len(keep), kept_tokens])
     # Every process takes this decision from the same sums, so none is left waiting.
     if total_units == 0 or total_kept == 0:
         return None
+    weights = sequence_weights(loss_tokens, unit_ids, aggregation, total_units)
     kept = [sequences[i] for i in keep]
     kept_adv = [float(advantages[i]) for i in keep]
+    kept_weights = weights[keep]
     groups = _micro_batches(kept, settings.micro_batch_size)
     batches = [collate([kept[i] for i in group], model.pad_id, device) for group in groups]
     batch_adv = [torch.tensor([kept_adv[i] for i in group], device=device) for group in groups]
+    batch_weights = [kept_weights[group].to(device) for group in groups]
 
     model.model.train()
     old = ref = None
@@ -112,15 +124,15 @@ def policy_gradient_update(
             logp = model.logprobs(batch)
             logp_old = old[index] if old is not None else logp.detach()
             loss, stats = clipped_policy_loss(
-                logp, logp_old, batch_adv[index], batch.loss_mask,
-                clip_low=settings.clip_low, clip_high=settings.clip_high, aggregation=aggregation,
+                logp, logp_old, batch_adv[index], batch.loss_mask, batch_weights[index],
+                clip_low=settings.clip_low, clip_high=settings.clip_high,
                 logp_ref=ref[index] if ref is not None else None, kl_coef=settings.kl_coef,
             )
-            weight = aggregation.units(batch.loss_mask) / total_units
-            (loss * weight).backward()
+            # The weights already hold the batch's normaliser: micro-batch losses just add up.
+            loss.backward()
             compute_s += time.perf_counter() - compute_started
             for key in ("loss", "pg_loss", "kl"):
-                totals[key] += getattr(stats, key) * weight / settings.epochs
+                totals[key] += getattr(stats, key) / settings.epochs
             # The share of clipped tokens, whatever the micro-batching.
             token_share = float(batch.loss_mask.sum()) / total_kept_tokens
             totals["clip_frac"] += stats.clip_frac * token_share / settings.epochs

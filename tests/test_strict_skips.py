@@ -1,0 +1,27 @@
+"""In CI (`HINDSIGHT_STRICT_SKIPS=1`, set by `.ci/run`) a skipped test fails the run."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+SKIPPING = '''
+import pytest
+
+def test_needs_a_missing_package():
+    pytest.importorskip("hindsight_no_such_package")
+'''
+
+
+def run_pytest(folder: Path, strict: bool) -> int:
+    env = {**os.environ, "HINDSIGHT_STRICT_SKIPS": "1" if strict else "0"}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)],
+                          cwd=folder, env=env, capture_output=True).returncode
+
+
+def test_a_skip_fails_only_in_strict_mode(tmp_path):
+    shutil.copy(Path(__file__).parent / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_skipping.py").write_text(SKIPPING)
+    assert run_pytest(tmp_path, strict=False) == 0
+    assert run_pytest(tmp_path, strict=True) == 1
