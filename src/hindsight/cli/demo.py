@@ -67,7 +67,7 @@ class Provenance:
             data = json.loads(path.read_text(encoding="utf-8"))
             evaluation = data["evaluation"]
             return cls(
-                name=name, base=data["base"], env=evaluation["env"], env_kwargs=dict(evaluation["env_kwargs"]),
+                name=name, base=data["base_model"], env=evaluation["env"], env_kwargs=dict(evaluation["env_kwargs"]),
                 system_prompt=evaluation["system_prompt"], memory=evaluation["memory"],
                 max_new_tokens=int(evaluation["max_new_tokens"]),
                 test_success_rate=float(data["measured"]["test_success_rate"]),
@@ -88,6 +88,7 @@ class DemoRow:
     invalid_rate: float
     mean_steps: float
     wall_s: float
+    episodes: int
 
 
 def run(args: argparse.Namespace) -> int:
@@ -120,7 +121,7 @@ def run_demo(provenance: Provenance, episodes: int, out: Path) -> tuple[list[Dem
         (diagnosis,) = result.runs
         summary = summaries[label]
         rows.append(DemoRow(label, model, diagnosis.success_rate, diagnosis.auv, diagnosis.loop_ratio,
-                            diagnosis.invalid_rate, summary["mean_steps"], summary["wall_s"]))
+                            diagnosis.invalid_rate, summary["mean_steps"], summary["wall_s"], summary["episodes"]))
     return rows, report
 
 
@@ -161,14 +162,16 @@ def print_table(provenance: Provenance, rows: list[DemoRow], report: Path) -> No
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{provenance.env} {provenance.env_kwargs}, greedy, test split")
-    for column in ("agent", "model", "success", "AUV", "loop ratio", "invalid", "mean steps", "wall time"):
-        table.add_column(column, justify="left" if column in ("agent", "model") else "right", no_wrap=True)
+    table = Table(title=f"{provenance.env} {provenance.env_kwargs}, {rows[0].episodes} test tasks, greedy")
+    for column in ("agent", "success", "AUV", "loop ratio", "invalid", "mean steps", "wall time"):
+        table.add_column(column, justify="left" if column == "agent" else "right", no_wrap=True)
     for row in rows:
-        table.add_row(row.label, row.model, f"{row.success_rate:.1%}", f"{row.auv:.3f}", f"{row.loop_ratio:.3f}",
+        table.add_row(row.label, f"{row.success_rate:.1%}", f"{row.auv:.3f}", f"{row.loop_ratio:.3f}",
                       f"{row.invalid_rate:.1%}", f"{row.mean_steps:.1f}", f"{row.wall_s:.0f} s")
     console = Console()
     console.print(table)
+    for row in rows:
+        console.print(f"{row.label}: {row.model}", soft_wrap=True, markup=False, highlight=False)
     console.print(f"The trained agent is the LoRA adapter {provenance.name!r} shipped with Hindsight; it scored "
                   f"{provenance.test_success_rate:.0%} on {provenance.test_episodes} test tasks when it was made "
                   f"(commit {provenance.commit[:10]}). Reproduce it with:", soft_wrap=True)

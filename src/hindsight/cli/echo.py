@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from hindsight.cli.train import run_guarded
     from hindsight.methods.echo import compare_refinement, read_echo_config
-    from hindsight.train.checkpoint import list_checkpoints
+    from hindsight.logs.checkpoints import choose_checkpoint
 
     if args.episodes < 1 or args.samples < 1:
         raise CLIError("--episodes and --samples must be at least 1")
@@ -56,10 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if not run_dir.is_dir():
         raise CLIError(f"{run_dir} is not a directory")
     run_guarded(read_echo_config, run_dir)
-    checkpoints = list_checkpoints(run_dir)
-    if not checkpoints:
-        raise CLIError(f"{run_dir} has no checkpoint yet")
-    step = args.step if args.step is not None else checkpoints[-1].step
+    step = run_guarded(choose_checkpoint, run_dir, args.step).step
     out = Path(args.out) if args.out else run_dir / f"echo-compare-step-{step:06d}-{args.split}"
     result = run_guarded(compare_refinement, run_dir, out, step=step, split=args.split, episodes=args.episodes,
                          samples=args.samples, seed=args.seed,
