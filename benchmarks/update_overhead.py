@@ -29,7 +29,7 @@ from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.prompts import Memory
 from hindsight.algos.grpo import group_advantages
 from hindsight.envs import make
-from hindsight.methods.common import load_trainable, make_optimizer
+from hindsight.methods.model_setup import load_trainable, make_optimizer
 from hindsight.train.model import collate
 from hindsight.train.sequences import turn_sequences
 from hindsight.train.update import UpdateSettings, _micro_batches, policy_gradient_update

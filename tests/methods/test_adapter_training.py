@@ -14,7 +14,7 @@ from hindsight.agent.critic import ModelCritic
 from hindsight.configs import ConfigError
 from hindsight.llm import ModelError
 from hindsight.llm.adapters import role_name
-from hindsight.methods.common import load_latest, load_trainable
+from hindsight.methods.model_setup import load_latest, load_trainable
 from hindsight.methods.echo import ECHOConfig, build_critic, load_echo_model
 from hindsight.methods.grpo import train_grpo
 from hindsight.train.checkpoint import list_checkpoints

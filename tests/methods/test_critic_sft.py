@@ -35,12 +35,12 @@ def test_critic_sft_trains_only_the_critic_and_echo_starts_from_it(tiny_lora_mod
     assert len(losses) == 12 and losses[-1] < losses[0] - 3  # it fits the template critiques
     attempts = [json.loads(line) for line in (run / "trajectories" / "attempts.jsonl").read_text().splitlines()[1:]]
     assert attempts and all(parse_critique(a["template_critique"]).parse_error is None for a in attempts)
-    assert "eval/critique_match_rate" in rows[-1] and json.loads((run / "summary.json").read_text())["attempts"] == 8
-    evaluated = (run / "trajectories" / "eval-validation.jsonl").read_text().splitlines()[1:]
+    assert "final_validation/critique_match_rate" in rows[-1] and json.loads((run / "summary.json").read_text())["attempts"] == 8
+    evaluated = (run / "trajectories" / "eval-validation-final.jsonl").read_text().splitlines()[1:]
     evaluated = [json.loads(line) for line in evaluated]
     unsolved = sum(not a["success"] for a in evaluated)
-    assert len(evaluated) == 2 and rows[-1]["eval/unsolved_attempts"] == unsolved
-    assert ("eval/unsolved_match_rate" in rows[-1]) == (unsolved > 0)
+    assert len(evaluated) == 2 and rows[-1]["final_validation/unsolved_attempts"] == unsolved
+    assert ("final_validation/unsolved_match_rate" in rows[-1]) == (unsolved > 0)
 
     saved = torch.load(list_checkpoints(run)[-1].path / "model" / "weights.pt")
     trained = {k for k, v in saved.items() if "lora_B" in k and v.abs().sum() > 0}

@@ -11,7 +11,6 @@ import torch
 
 from hindsight.cli.main import main
 from hindsight.configs import ConfigError, from_mapping
-from hindsight.methods import echo as echo_module
 from hindsight.methods.echo import ECHOConfig, train_echo
 from hindsight.train.checkpoint import list_checkpoints
 from hindsight.types import Trajectory
@@ -33,8 +32,8 @@ def varied_returns(monkeypatch):
     """A random tiny model never writes a valid action, so every return would be equal and no
     update would carry a gradient. Returns that depend on the sampled text give both tracks a
     signal; everything downstream of the return is the real code."""
-    monkeypatch.setattr(echo_module, "trajectory_return",
-                        lambda trajectory, reward: text_score({"steps": [{"raw": s.raw} for s in trajectory.steps]}))
+    monkeypatch.setattr(ECHOConfig, "trajectory_return",
+                        lambda self, trajectory: text_score({"steps": [{"raw": s.raw} for s in trajectory.steps]}))
 
 
 def echo_config(model_dir: Path, **overrides) -> ECHOConfig:
@@ -244,10 +243,10 @@ def test_bad_configs_are_refused(values, message):
 
 
 def test_scores_are_logged_as_the_environment_reported_them(monkeypatch):
-    from hindsight.methods.common import trajectory_return
+    from hindsight.methods.basics import PolicyGradientBasics
     from hindsight.methods.echo import EchoScores
 
-    monkeypatch.setattr(echo_module, "trajectory_return", trajectory_return)
+    monkeypatch.setattr(ECHOConfig, "trajectory_return", PolicyGradientBasics.trajectory_return)
 
     def trajectory(score, sample):
         return Trajectory(env="blocksworld", seed=0, instruction="", steps=(), final_observation="",

@@ -8,7 +8,7 @@ import pytest
 
 from hindsight.configs import ConfigError
 from hindsight.logs import RunDir
-from hindsight.methods.common import MetricsLog
+from hindsight.methods.metrics import MetricsLog
 from hindsight.methods.grpo import GRPOConfig
 
 

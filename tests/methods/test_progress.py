@@ -2,7 +2,7 @@
 
 import re
 
-from hindsight.methods.common import TrainingProgress
+from hindsight.methods.progress import TrainingProgress
 
 
 def test_plain_lines_when_stderr_is_not_a_terminal(capsys):

@@ -135,15 +135,30 @@ def test_config_files_reject_unknown_keys(tmp_path):
 
 def test_resume_without_a_checkpoint_starts_over_and_drops_what_was_logged(tmp_path):
     from hindsight.logs import RunDir
-    from hindsight.methods.common import resume_latest
+    from hindsight.methods.basics import Schedule
+    from hindsight.methods.lifecycle import TrainingRun
 
-    run = RunDir(tmp_path / "run")
-    (run.path / "metrics.jsonl").write_text('{"step": 0, "eval/success_rate": 0.5}\n{"step": 1, "policy/loss": 0.1}\n')
-    run.trajectories_dir.mkdir(parents=True, exist_ok=True)
-    (run.trajectories_dir / "train.jsonl").write_text('{"kind": "header", "format": "x"}\n{"id": "a", "update": 1}\n')
-    assert resume_latest(run, None, {}, {}, ("train",)) == (0, 0)
-    assert (run.path / "metrics.jsonl").read_text() == ""
-    assert (run.trajectories_dir / "train.jsonl").read_text() == '{"kind": "header", "format": "x"}\n'
+    directory = RunDir(tmp_path / "run")
+    directory.write_config({"kind": "grpo", "updates": 3})
+    (directory.path / "metrics.jsonl").write_text('{"step": 0, "eval/success_rate": 0.5}\n{"step": 1, "policy/loss": 0.1}\n')
+    directory.trajectories_dir.mkdir(parents=True, exist_ok=True)
+    header = '{"kind": "header", "format": "x"}\n'
+    (directory.trajectories_dir / "train.jsonl").write_text(header + '{"id": "a", "update": 1}\n')
+    run = TrainingRun("grpo", GRPOConfig, None, directory.path, resume=True)
+    run.begin(None, {}, {}, Schedule(checkpoint_every=1, keep_checkpoints=0), logs=("train",))
+    assert (run.config.updates, run.start, run.env_steps) == (3, 0, 0)
+    assert (directory.path / "metrics.jsonl").read_text() == ""
+    assert (directory.trajectories_dir / "train.jsonl").read_text() == header
+    run.finish(updates=3)
+    assert json.loads((directory.path / "summary.json").read_text()) == {"kind": "grpo", "updates": 3}
+
+
+def test_the_lifecycle_refuses_a_loop_before_begin(tmp_path):
+    from hindsight.methods.lifecycle import TrainingRun
+
+    run = TrainingRun("grpo", GRPOConfig, GRPOConfig(), tmp_path / "run")
+    with pytest.raises(RuntimeError, match="begin"):
+        next(run.steps(3, "grpo"))
 
 
 def test_drop_zero_variance_leaves_equal_return_groups_out_of_the_batch(tiny_model_dir, tmp_path):

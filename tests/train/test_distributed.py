@@ -22,7 +22,7 @@ import json, sys
 import pytest
 import torch
 from hindsight.algos.grpo import Aggregation
-from hindsight.methods.common import load_trainable
+from hindsight.methods.model_setup import load_trainable
 from hindsight.train.distributed import Workers
 from hindsight.train.sequences import TrainingSequence
 from hindsight.train.update import UpdateSettings, policy_gradient_update

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from hindsight.algos.grpo import Aggregation
-from hindsight.methods.common import load_trainable, make_optimizer
+from hindsight.methods.model_setup import load_trainable, make_optimizer
 from hindsight.train.model import collate
 from hindsight.train.sequences import TrainingSequence, render_prompt
 from hindsight.train.update import UpdateSettings, policy_gradient_update

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from hindsight.algos.grpo import Aggregation
-from hindsight.methods.common import load_trainable
+from hindsight.methods.model_setup import load_trainable
 from hindsight.train.model import collate
 from hindsight.train.sequences import TrainingSequence
 from hindsight.train.update import UpdateSettings, policy_gradient_update

@@ -235,33 +235,41 @@ class RolloutEngine:
 
     def iter_run(self, tasks: Iterable[Task]) -> Iterator[Trajectory]:
         """Yield trajectories as they finish (not in task order)."""
-        queue = deque(tasks)
-        pool: list[_Episode] = []
+        for _, trajectory in self._run_indexed(tasks):
+            yield trajectory
+
+    def run(self, tasks: Iterable[Task]) -> list[Trajectory]:
+        """Every task's trajectory, in task order."""
+        finished = sorted(self._run_indexed(tasks), key=lambda item: item[0])
+        return [trajectory for _, trajectory in finished]
+
+    def _run_indexed(self, tasks: Iterable[Task]) -> Iterator[tuple[int, Trajectory]]:
+        """(task position, trajectory) as episodes finish."""
+        queue = deque(enumerate(tasks))
+        pool: list[tuple[int, _Episode]] = []
         while queue or pool:
             while queue and len(pool) < self.config.concurrency:
-                episode = _start(self.make_env(), queue.popleft(), self.config.stop_action)
+                position, task = queue.popleft()
+                episode = _start(self.make_env(), task, self.config.stop_action)
                 if episode.done:
-                    yield _finish(episode, self.config)
+                    yield position, _finish(episode, self.config)
                 else:
-                    pool.append(episode)
+                    pool.append((position, episode))
             if not pool:
                 continue
-            completions = self.policy.generate([self.request(episode) for episode in pool], self._sampling())
+            completions = self.policy.generate([self.request(episode) for _, episode in pool], self._sampling())
             if len(completions) != len(pool):
                 raise RuntimeError(
                     f"backend {self.policy.spec!r} returned {len(completions)} completions for {len(pool)} prompts"
                 )
             still_running = []
-            for episode, completion in zip(pool, completions):
+            for (position, episode), completion in zip(pool, completions):
                 apply_response(episode, completion, self.config.stop_action)
                 if episode.done:
-                    yield _finish(episode, self.config)
+                    yield position, _finish(episode, self.config)
                 else:
-                    still_running.append(episode)
+                    still_running.append((position, episode))
             pool = still_running
-
-    def run(self, tasks: Iterable[Task]) -> list[Trajectory]:
-        return list(self.iter_run(tasks))
 
 
 def replay_prefix(trajectory: Trajectory, turns: int) -> tuple[ReplayTurn, ...]:

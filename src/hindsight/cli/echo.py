@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hindsight.cli.train import run_guarded
-    from hindsight.methods.echo import compare_refinement, read_echo_config
+    from hindsight.methods.echo_compare import compare_refinement, read_echo_config
     from hindsight.logs.checkpoints import choose_checkpoint
 
     if args.episodes < 1 or args.samples < 1:

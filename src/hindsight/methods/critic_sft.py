@@ -24,15 +24,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hindsight.agent.critic import CriticPrompt, ModelCritic, parse_critique, template_critique
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.configs import option
 from hindsight.logs import read_trajectories
-from hindsight.methods.common import (
-    SupervisedBasics, TrainingProgress, fit_supervised, load_latest, load_trainable, open_run,
-)
-from hindsight.train.checkpoint import list_checkpoints, seed_everything
+from hindsight.methods.basics import SupervisedBasics
+from hindsight.methods.lifecycle import Evaluator, TrainingRun
+from hindsight.methods.model_setup import load_latest, load_trainable
+from hindsight.methods.progress import TrainingProgress
+from hindsight.methods.supervised import fit_supervised
+from hindsight.train.checkpoint import list_checkpoints
 from hindsight.train.distributed import single_process
 from hindsight.train.model import TrainableModel
 from hindsight.train.sequences import reply_ids, reply_sequence
@@ -93,12 +96,44 @@ def policy_attempts(
     return attempts
 
 
+def critique_evaluator(
+    config: CriticSFTConfig, run: TrainingRun, model: TrainableModel, critic_prompt: CriticPrompt,
+) -> Evaluator:
+    """Greedy critiques of fresh policy attempts on a split, held against their template critiques."""
+
+    def evaluate(split: str, episodes: int, name: str, prefix: str) -> tuple[dict[str, float], dict[str, Any]]:
+        model.activate("policy")
+        held_out = policy_attempts(config, model, split, episodes, config.seed + 1)
+        critic = ModelCritic(model.backend, critic_prompt, name="adapter")
+        with model.role("critic"):
+            sampling = SamplingParams(temperature=0.0, max_new_tokens=config.critic_max_new_tokens)
+            written = [group[0] for group in critic.critique(held_out, 1, sampling)]
+        expected = [template_critique(attempt) for attempt in held_out]
+        (run.dir.trajectories_dir / f"{name}.jsonl").unlink(missing_ok=True)
+        with run.dir.trajectory_writer(name, env=config.env, split=split) as writer:
+            for attempt, critique, target in zip(held_out, written, expected):
+                writer.write_trajectory(attempt.with_meta(template_critique=target, critic_output=critique.output))
+        matches = [c.parsed.critique == parse_critique(t).critique for c, t in zip(written, expected)]
+        # Solved attempts only need "none"; the unsolved ones show whether the critic finds the mistake.
+        unsolved = [match for match, attempt in zip(matches, held_out) if not attempt.success]
+        result = {
+            "critique_match_rate": sum(matches) / len(matches),
+            "unsolved_attempts": len(unsolved),
+            "malformed_rate": sum(c.parsed.parse_error is not None for c in written) / len(written),
+        }
+        if unsolved:
+            result["unsolved_match_rate"] = sum(unsolved) / len(unsolved)
+        return {f"{prefix}/{key}": value for key, value in result.items()}, result
+
+    return evaluate
+
+
 def train_critic_sft(config: CriticSFTConfig, out: str | Path, *, resume: bool = False) -> Path:
     from hindsight.envs import make
 
     single_process("critic-sft")
-    run, config = open_run("critic-sft", CriticSFTConfig, config, out, resume)
-    seed_everything(config.seed)
+    run = TrainingRun("critic-sft", CriticSFTConfig, config, out, resume=resume)
+    config = run.config
     model = load_trainable(config.model, ("policy", "critic"), config.lora_rank, config.lora_alpha, False)
     if config.policy_from:
         load_latest(model, config.policy_from, "policy")
@@ -107,7 +142,7 @@ def train_critic_sft(config: CriticSFTConfig, out: str | Path, *, resume: bool =
     tokenizer = model.backend.tokenizer
 
     started = time.perf_counter()
-    saved_attempts = run.trajectories_dir / "attempts.jsonl"
+    saved_attempts = run.dir.trajectories_dir / "attempts.jsonl"
     if resume and list_checkpoints(run.path):
         # The attempts the interrupted run trained on, not a fresh sample.
         attempts = kept = list(read_trajectories(saved_attempts))
@@ -120,7 +155,7 @@ def train_critic_sft(config: CriticSFTConfig, out: str | Path, *, resume: bool =
         if not kept:
             raise ValueError(f"no {env.id} attempts to critique")
         saved_attempts.unlink(missing_ok=True)
-        with run.trajectory_writer("attempts", env=config.env, split="train") as writer:
+        with run.dir.trajectory_writer("attempts", env=config.env, split="train") as writer:
             for attempt in kept:
                 writer.write_trajectory(attempt.with_meta(template_critique=template_critique(attempt)))
     targets = [template_critique(attempt) for attempt in kept]
@@ -132,34 +167,7 @@ def train_critic_sft(config: CriticSFTConfig, out: str | Path, *, resume: bool =
     data = {"data/attempts": len(attempts), "data/kept": len(kept),
             "data/solved_share": sum(t.success for t in kept) / len(kept), "data/sequences": len(sequences),
             "timing/collect_s": time.perf_counter() - started}
-    step, metrics = fit_supervised(run, model, "critic", sequences, config, resume=resume, data=data,
-                                   area="critic_sft")
-
-    summary = {"kind": "critic-sft", "optimizer_steps": step, "attempts": len(kept)}
-    if config.eval_episodes:
-        model.activate("policy")
-        held_out = policy_attempts(config, model, "validation", config.eval_episodes, config.seed + 1)
-        critic = ModelCritic(model.backend, critic_prompt, name="adapter")
-        with model.role("critic"):
-            sampling = SamplingParams(temperature=0.0, max_new_tokens=config.critic_max_new_tokens)
-            written = [group[0] for group in critic.critique(held_out, 1, sampling)]
-        expected = [template_critique(attempt) for attempt in held_out]
-        with run.trajectory_writer("eval-validation", env=config.env, split="validation") as writer:
-            for attempt, critique, target in zip(held_out, written, expected):
-                writer.write_trajectory(attempt.with_meta(template_critique=target, critic_output=critique.output))
-        matches = [c.parsed.critique == parse_critique(t).critique for c, t in zip(written, expected)]
-        # Solved attempts only need "none"; the unsolved ones show whether the critic finds the mistake.
-        unsolved = [match for match, attempt in zip(matches, held_out) if not attempt.success]
-        result = {
-            "eval/critique_match_rate": sum(matches) / len(matches),
-            "eval/unsolved_attempts": len(unsolved),
-            "eval/malformed_rate": sum(c.parsed.parse_error is not None for c in written) / len(written),
-        }
-        if unsolved:
-            result["eval/unsolved_match_rate"] = sum(unsolved) / len(unsolved)
-        metrics.log(step, result)
-        summary.update({key.split("/", 1)[1]: value for key, value in result.items()})
-    run.write_summary(summary)
-    metrics.close()
-    return run.path
-
+    steps = fit_supervised(run, model, "critic", sequences, data=data, area="critic_sft",
+                           schedule=config.schedule("validation", config.eval_episodes),
+                           evaluate=critique_evaluator(config, run, model, critic_prompt))
+    return run.finish(optimizer_steps=steps, attempts=len(kept))

@@ -24,9 +24,8 @@ One update, top to bottom (the paper's Algorithm 1):
 
 The switches are the paper's ablations and baselines: `critic` (a trained adapter, the
 rule-based `template` critic, or any model spec, frozen), `freeze_critic`, `gain: linear`
-and `no_critic` (N plain re-attempts instead of refinements). `compare_refinement` is the
-paper's Table 5 at a checkpoint: critic-guided refinement against plain regeneration with
-the same number of second attempts.
+and `no_critic` (N plain re-attempts instead of refinements). The paper's Table 5 at a
+checkpoint (critic-guided refinement against plain regeneration) is in `echo_compare.py`.
 """
 
 from __future__ import annotations
@@ -46,13 +45,12 @@ from hindsight.agent.evaluate import EvalSummary, summarize
 from hindsight.agent.prompts import PromptBuilder
 from hindsight.algos.echo import Gain, critic_rewards, improvement_rate, mean_gain, near_ceiling_improvements
 from hindsight.algos.grpo import group_advantages, nonzero_variance_groups
-from hindsight.configs import ConfigError, from_mapping, option
+from hindsight.configs import option
 from hindsight.logs import RunDir, read_trajectories
-from hindsight.methods.common import (
-    EvalSettings, MetricsLog, PolicyGradientBasics, TrainingProgress, eval_metrics, evaluate_trainable, load_latest,
-    load_trainable, make_optimizer, open_run, resume_latest, trajectory_return, update_metrics,
-)
-from hindsight.train.checkpoint import choose_checkpoint, save_checkpoint, seed_everything
+from hindsight.methods.basics import EvalSettings, PolicyGradientBasics
+from hindsight.methods.lifecycle import Evaluator, TrainingRun, evaluate_trainable
+from hindsight.methods.metrics import eval_metrics, update_metrics
+from hindsight.methods.model_setup import load_latest, load_trainable, make_optimizer
 from hindsight.train.distributed import single_process
 from hindsight.train.model import TrainableModel
 from hindsight.train.sequences import TrainingSequence, reply_ids, reply_sequence, turn_sequences
@@ -180,8 +178,8 @@ def refine(
             echo = {"group": group, "sample": j, "critique": critique.parsed.critique,
                     "critic_output": critique.output, "critique_parse_error": critique.parsed.parse_error}
             tasks.append(Task(seed=attempt.seed, sample=1 + j, guidance=critique.advice, meta={"echo": echo}))
-    finished = {(t.meta["echo"]["group"], t.meta["echo"]["sample"]): t for t in engine.run(tasks)}
-    return [[finished[(group, j)] for j in range(len(row))] for group, row in zip(groups, critiques)]
+    finished = iter(engine.run(tasks))
+    return [[next(finished) for _ in row] for row in critiques]
 
 
 @dataclass(frozen=True)
@@ -203,8 +201,8 @@ class EchoScores:
     def compute(cls, config: ECHOConfig, attempts: Sequence[Trajectory],
                 refinements: Sequence[Sequence[Trajectory]]) -> EchoScores:
         # float64, so that the logged s_o and s_r are the environment's scores to the last digit.
-        initial = torch.tensor([trajectory_return(t, config.reward) for t in attempts], dtype=torch.float64)
-        refined = torch.tensor([[trajectory_return(t, config.reward) for t in row] for row in refinements],
+        initial = torch.tensor([config.trajectory_return(t) for t in attempts], dtype=torch.float64)
+        refined = torch.tensor([[config.trajectory_return(t) for t in row] for row in refinements],
                                dtype=torch.float64)
         rewards = critic_rewards(initial, refined, gain=Gain(config.gain), eta=config.eta,
                                  negative_weight=config.negative_weight)
@@ -286,8 +284,8 @@ def train_echo(config: ECHOConfig, out: str | Path, *, resume: bool = False) -> 
     from hindsight.envs import make
 
     single_process("echo")
-    run, config = open_run("echo", ECHOConfig, config, out, resume)
-    seed_everything(config.seed)
+    run = TrainingRun("echo", ECHOConfig, config, out, resume=resume)
+    config = run.config
     env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
     train_seeds = env_factory().split_seeds("train", config.updates * config.tasks_per_update)
 
@@ -302,135 +300,111 @@ def train_echo(config: ECHOConfig, out: str | Path, *, resume: bool = False) -> 
         optimizers["critic"], schedulers["critic"] = make_optimizer(
             model.parameters("critic"), config.critic_lr, config.weight_decay, config.warmup_steps, total_steps)
     settings = config.update_settings()
-    eval_settings = config.eval_settings()
     tokenizer = model.backend.tokenizer
+    run.begin(model, optimizers, schedulers, config.schedule(), logs=("train", "initial"),
+              evaluate=echo_evaluator(config, critic, model, run.dir))
 
-    start, env_steps = 0, 0
-    if resume:
-        start, env_steps = resume_latest(run, model, optimizers, schedulers, ("train", "initial"))
-    metrics = MetricsLog(run, config)
-    train_log = run.trajectory_writer("train", env=config.env, split="train")
-    initial_log = run.trajectory_writer("initial", env=config.env, split="train")
+    for step in run.steps(config.updates, "echo", first_row={"rollout/env_steps": 0}):
+        cursor = (step - 1) * config.tasks_per_update
+        seeds = train_seeds[cursor : cursor + config.tasks_per_update]
+        groups = [f"{step}:{seed}" for seed in seeds]
+        # Each stage samples from its own seed range, derived from the run seed and the update.
+        sampling_seed = config.seed * 1_000_003 + step * 10_000
+
+        # -- stage 0: one initial attempt per task --------------------------------------------
+        run.phase("policy rollout")
+        t0 = time.perf_counter()
+        attempts = policy_engine(config, env_factory, model, sampling_seed).run(Task(seed=s) for s in seeds)
+        policy_rollout_s = time.perf_counter() - t0
+
+        # -- stage 1: N critiques of each attempt, one generate call --------------------------
+        run.phase("critic")
+        t1 = time.perf_counter()
+        critiques = critic.critique(attempts, config.group_size,
+                                    config.critic_sampling(config.critic_temperature, sampling_seed + 5_000))
+        critic_rollout_s = time.perf_counter() - t1
+
+        # -- stage 2: N refinements, each restarting its task with one critique ----------------
+        run.phase("refine")
+        t2 = time.perf_counter()
+        refinements = refine(policy_engine(config, env_factory, model, sampling_seed + 2_500),
+                             attempts, critiques, groups)
+        refine_s = time.perf_counter() - t2
+
+        # -- rewards: s_o, s_r, the critic's gain r_c, advantages A_P and A_C ------------------
+        scores = EchoScores.compute(config, attempts, refinements)
+
+        # -- update both tracks on the same batch: policy on refinements, critic on critiques --
+        run.phase("update")
+        t3 = time.perf_counter()
+        policy_seqs, policy_advs = policy_sequences(refinements, scores.policy_advantages, tokenizer, prompts)
+        policy_stats = policy_gradient_update(model, policy_seqs, policy_advs, optimizers["policy"],
+                                              schedulers["policy"], settings)
+        policy_update_s = time.perf_counter() - t3
+        critic_stats = None
+        if config.trains_critic:
+            critic_seqs, critic_advs = critic_sequences(critiques, scores.critic_advantages, tokenizer)
+            with model.role("critic"):
+                critic_stats = policy_gradient_update(model, critic_seqs, critic_advs, optimizers["critic"],
+                                                      schedulers["critic"], settings)
+        update_s = time.perf_counter() - t3
+
+        # -- log ------------------------------------------------------------------------------
+        run.env_steps += sum(t.num_steps for t in attempts) + sum(t.num_steps for group in refinements for t in group)
+        run.write("initial", (attempt.with_meta(update=step, echo={"group": group, "s_o": s_o})
+                              for attempt, group, s_o in zip(attempts, groups, scores.initial.tolist())))
+        run.write("train", scores.annotate(config, refinements, critic.name, update=step))
+        near_pairs, near_improved = near_ceiling_improvements(scores.initial, scores.refined, config.near_ceiling)
+        initial_summary = summarize(attempts)
+        refined_summary = summarize(t for group in refinements for t in group)
+        row = {
+            "rollout/initial_success_rate": initial_summary.success_rate,
+            "rollout/initial_score_mean": initial_summary.mean_score,
+            "rollout/refined_success_rate": refined_summary.success_rate,
+            "rollout/refined_score_mean": refined_summary.mean_score,
+            "rollout/refined_steps_mean": refined_summary.mean_steps,
+            "rollout/refined_invalid_rate": refined_summary.invalid_rate,
+            "rollout/zero_variance_groups": float((~nonzero_variance_groups(scores.refined)).float().mean()),
+            "rollout/env_steps": run.env_steps,
+            "echo/improvement_rate": improvement_rate(scores.initial, scores.refined),
+            # A regression is an improvement of the negated scores.
+            "echo/regression_rate": improvement_rate(-scores.initial, -scores.refined),
+            "echo/gain_mean": mean_gain(scores.initial, scores.refined),
+            "echo/near_ceiling_pairs": near_pairs,
+            "echo/near_ceiling_improvements": near_improved,
+            **critique_metrics(attempts, critiques, scores, tokenizer),
+            "timing/policy_rollout_s": policy_rollout_s,
+            "timing/critic_rollout_s": critic_rollout_s,
+            "timing/refine_s": refine_s,
+            "timing/policy_update_s": policy_update_s,
+            "timing/critic_update_s": update_s - policy_update_s,
+            "timing/update_s": update_s,
+        }
+        if policy_stats is not None:
+            row.update(update_metrics("policy", policy_stats, schedulers["policy"].get_last_lr()[0]))
+        if critic_stats is not None:
+            row.update(update_metrics("critic", critic_stats, schedulers["critic"].get_last_lr()[0]))
+        run.end_step(step, row, f"policy {policy_rollout_s:.0f}s · critic {critic_rollout_s:.0f}s · "
+                                f"refine {refine_s:.0f}s · update {update_s:.0f}s · "
+                                f"s_o {float(scores.initial.mean()):.2f} → s_r {float(scores.refined.mean()):.2f}")
+
+    return run.finish(updates=config.updates, env_steps=run.env_steps)
+
+
+def echo_evaluator(config: ECHOConfig, critic: Critic, model: TrainableModel, run: RunDir) -> Evaluator:
+    """The policy alone, then (with eval_with_critic) one critique-and-refine round on the same tasks."""
+    settings = config.eval_settings()
 
     def evaluate(split: str, episodes: int, name: str, prefix: str) -> tuple[dict[str, float], dict[str, Any]]:
-        """The policy alone, then (with eval_with_critic) one critique-and-refine round: (metrics, summary)."""
-        summary = evaluate_trainable(model, eval_settings, split, episodes, run, name, config.seed)
+        summary = evaluate_trainable(model, settings, split, episodes, run, name, config.seed)
         row, result = eval_metrics(prefix, summary), asdict(summary)
         if config.eval_with_critic:
-            refined, gain = evaluate_with_critic(config, critic, model, eval_settings, run, name)
+            refined, gain = evaluate_with_critic(config, critic, model, settings, run, name)
             row.update({**eval_metrics(f"{prefix}_refined", refined), f"{prefix}_refined/gain_mean": gain})
             result.update(refined=asdict(refined), refined_gain_mean=gain)
         return row, result
 
-    if start == 0 and config.eval_every:
-        row, _ = evaluate("validation", config.eval_episodes, "eval-validation-000000", "eval")
-        metrics.log(0, {**row, "rollout/env_steps": 0})
-
-    with TrainingProgress(config.updates, "echo", completed=start) as progress:
-        for step in range(start + 1, config.updates + 1):
-            cursor = (step - 1) * config.tasks_per_update
-            seeds = train_seeds[cursor : cursor + config.tasks_per_update]
-            groups = [f"{step}:{seed}" for seed in seeds]
-            # Each stage samples from its own seed range, derived from the run seed and the update.
-            sampling_seed = config.seed * 1_000_003 + step * 10_000
-
-            # -- stage 0: one initial attempt per task ------------------------------------
-            progress.phase("policy rollout")
-            t0 = time.perf_counter()
-            attempts = policy_engine(config, env_factory, model, sampling_seed).run(Task(seed=s) for s in seeds)
-            attempts.sort(key=lambda t: seeds.index(t.seed))
-            policy_rollout_s = time.perf_counter() - t0
-
-            # -- stage 1: N critiques of each attempt, one generate call ------------------
-            progress.phase("critic")
-            t1 = time.perf_counter()
-            critiques = critic.critique(attempts, config.group_size,
-                                        config.critic_sampling(config.critic_temperature, sampling_seed + 5_000))
-            critic_rollout_s = time.perf_counter() - t1
-
-            # -- stage 2: N refinements, each restarting its task with one critique --------
-            progress.phase("refine")
-            t2 = time.perf_counter()
-            refinements = refine(policy_engine(config, env_factory, model, sampling_seed + 2_500),
-                                 attempts, critiques, groups)
-            refine_s = time.perf_counter() - t2
-
-            # -- rewards: s_o, s_r, the critic's gain r_c, advantages A_P and A_C ----------
-            scores = EchoScores.compute(config, attempts, refinements)
-
-            # -- update both tracks on the same batch: policy on refinements, critic on critiques
-            progress.phase("update")
-            t3 = time.perf_counter()
-            policy_seqs, policy_advs = policy_sequences(refinements, scores.policy_advantages, tokenizer, prompts)
-            policy_stats = policy_gradient_update(model, policy_seqs, policy_advs, optimizers["policy"],
-                                                  schedulers["policy"], settings)
-            policy_update_s = time.perf_counter() - t3
-            critic_stats = None
-            if config.trains_critic:
-                critic_seqs, critic_advs = critic_sequences(critiques, scores.critic_advantages, tokenizer)
-                with model.role("critic"):
-                    critic_stats = policy_gradient_update(model, critic_seqs, critic_advs, optimizers["critic"],
-                                                          schedulers["critic"], settings)
-            update_s = time.perf_counter() - t3
-
-            # -- log ----------------------------------------------------------------------
-            env_steps += sum(t.num_steps for t in attempts) + sum(t.num_steps for group in refinements for t in group)
-            for attempt, group, s_o in zip(attempts, groups, scores.initial.tolist()):
-                initial_log.write_trajectory(attempt.with_meta(update=step, echo={"group": group, "s_o": s_o}))
-            for trajectory in scores.annotate(config, refinements, critic.name, update=step):
-                train_log.write_trajectory(trajectory)
-            near_pairs, near_improved = near_ceiling_improvements(scores.initial, scores.refined, config.near_ceiling)
-            initial_summary = summarize(attempts)
-            refined_summary = summarize(t for group in refinements for t in group)
-            row = {
-                "rollout/initial_success_rate": initial_summary.success_rate,
-                "rollout/initial_score_mean": initial_summary.mean_score,
-                "rollout/refined_success_rate": refined_summary.success_rate,
-                "rollout/refined_score_mean": refined_summary.mean_score,
-                "rollout/refined_steps_mean": refined_summary.mean_steps,
-                "rollout/refined_invalid_rate": refined_summary.invalid_rate,
-                "rollout/zero_variance_groups": float((~nonzero_variance_groups(scores.refined)).float().mean()),
-                "rollout/env_steps": env_steps,
-                "echo/improvement_rate": improvement_rate(scores.initial, scores.refined),
-                # A regression is an improvement of the negated scores.
-                "echo/regression_rate": improvement_rate(-scores.initial, -scores.refined),
-                "echo/gain_mean": mean_gain(scores.initial, scores.refined),
-                "echo/near_ceiling_pairs": near_pairs,
-                "echo/near_ceiling_improvements": near_improved,
-                **critique_metrics(attempts, critiques, scores, tokenizer),
-                "timing/policy_rollout_s": policy_rollout_s,
-                "timing/critic_rollout_s": critic_rollout_s,
-                "timing/refine_s": refine_s,
-                "timing/policy_update_s": policy_update_s,
-                "timing/critic_update_s": update_s - policy_update_s,
-                "timing/update_s": update_s,
-            }
-            if policy_stats is not None:
-                row.update(update_metrics("policy", policy_stats, schedulers["policy"].get_last_lr()[0]))
-            if critic_stats is not None:
-                row.update(update_metrics("critic", critic_stats, schedulers["critic"].get_last_lr()[0]))
-
-            # -- evaluate and checkpoint --------------------------------------------------
-            if config.eval_every and step % config.eval_every == 0:
-                progress.phase("eval")
-                row.update(evaluate("validation", config.eval_episodes, f"eval-validation-{step:06d}", "eval")[0])
-            metrics.log(step, row)
-            if step % config.checkpoint_every == 0 or step == config.updates:
-                save_checkpoint(run.path, step, model, optimizers, schedulers, {"env_steps": env_steps},
-                                keep=config.keep_checkpoints)
-            progress.advance(f"policy {policy_rollout_s:.0f}s · critic {critic_rollout_s:.0f}s · "
-                             f"refine {refine_s:.0f}s · update {update_s:.0f}s · "
-                             f"s_o {float(scores.initial.mean()):.2f} → s_r {float(scores.refined.mean()):.2f}")
-
-    train_log.close()
-    initial_log.close()
-    if config.final_eval_split:
-        split = config.final_eval_split
-        row, result = evaluate(split, config.final_eval_episodes, f"eval-{split}-final", f"final_{split}")
-        metrics.log(config.updates, row)
-        run.write_summary({"kind": "echo", "updates": config.updates, "env_steps": env_steps, **result})
-    metrics.close()
-    return run.path
+    return evaluate
 
 
 def policy_engine(config: ECHOConfig, env_factory: Any, model: TrainableModel, seed: int) -> RolloutEngine:
@@ -462,125 +436,3 @@ def evaluate_with_critic(
             writer.write_trajectory(trajectory)
     summary = summarize((t for row in refinements for t in row), time.perf_counter() - started)
     return summary, mean_gain(scores.initial, scores.refined)
-
-
-@dataclass(frozen=True)
-class RefinementComparison:
-    """Second attempts with and without critiques, the same number of each (ECHO's Table 5).
-
-    Gains are averages over the `tasks` refined (all `first_attempts`, or the unsolved ones)
-    of (mean second-attempt score − first-attempt score); `relative_gain` is what the critic
-    adds beyond re-sampling. The initial rates are over all first attempts.
-    """
-
-    run: str
-    checkpoint_step: int
-    critic: str
-    split: str
-    unsolved_only: bool
-    first_attempts: int
-    tasks: int
-    samples: int
-    initial_score_mean: float
-    initial_success_rate: float
-    critic_gain: float
-    regeneration_gain: float
-    relative_gain: float
-    critic_improvement_rate: float
-    regeneration_improvement_rate: float
-    critic_success_rate: float
-    regeneration_success_rate: float
-    env_steps: int
-    wall_s: float
-
-
-def read_echo_config(run_dir: str | Path) -> ECHOConfig:
-    """The config of an ECHO run directory (ConfigError when it is not one)."""
-    values = RunDir(run_dir).read_config() if (Path(run_dir) / "config.yaml").is_file() else {}
-    if values.get("kind") != "echo":
-        raise ConfigError(f"{run_dir} is not an ECHO run directory (its config.yaml has no kind: echo)")
-    return from_mapping(ECHOConfig, {k: v for k, v in values.items() if k != "kind"})
-
-
-def compare_refinement(
-    run_dir: str | Path, out: str | Path, *, step: int | None = None, split: str = "validation", episodes: int = 20,
-    samples: int = 8, seed: int = 0, critic: str = "", unsolved_only: bool = False,
-) -> RefinementComparison:
-    """Critic-guided refinement against no-critic regeneration at a checkpoint of an ECHO run.
-
-    For each of `episodes` tasks of `split`: one attempt from the policy, then `samples`
-    critique-guided refinements and `samples` plain re-attempts, all sampled at the run's
-    training temperatures. Trajectories go to `out/trajectories/` (initial, critic-guided,
-    regeneration), the numbers to `out/summary.json`. `critic` replaces the run's own
-    critic for the guided condition (`template`: the rule-based oracle comparison, the
-    reference a trained critic can be held against). With `unsolved_only`, only the first
-    attempts that failed get second attempts: where a critic has something to say, at a
-    fraction of the cost when the policy solves most tasks.
-    """
-    from hindsight.envs import make
-
-    config = read_echo_config(run_dir)
-    if config.no_critic:
-        raise ConfigError(f"{run_dir} trained without a critic (no_critic: true); there is nothing to compare")
-    chosen = choose_checkpoint(run_dir, step)
-    if samples < 1 or episodes < 1:
-        raise ConfigError("episodes and samples must be >= 1")
-    if critic not in ("", "template"):
-        raise ConfigError(f"critic must be empty (the run's own) or 'template', not {critic!r}")
-    started = time.perf_counter()
-    seed_everything(seed)
-    # The weights come from the checkpoint; the start runs named in the config are no longer
-    # needed, nor is a KL reference (nothing is trained here).
-    checkpoint_only = replace(config, init_from="", critic_init_from="", kl_reference="base")
-    model = load_echo_model(checkpoint_only)
-    model.load(chosen.path / "model")
-    env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
-    seeds = env_factory().split_seeds(split, episodes)
-    guide = build_critic(replace(checkpoint_only, critic=critic or config.critic), model,
-                         env_factory().criteria)
-
-    first_attempts = policy_engine(config, env_factory, model, seed).run(Task(seed=s) for s in seeds)
-    first_attempts.sort(key=lambda t: seeds.index(t.seed))
-    attempts = [a for a in first_attempts if not a.success] if unsolved_only else first_attempts
-    if not attempts:
-        raise ConfigError(f"the policy solved all {len(first_attempts)} first attempts; raise episodes "
-                          "or drop unsolved_only")
-    groups = [attempt.id for attempt in attempts]
-    critic_sampling = config.critic_sampling(config.critic_temperature, seed + 5_000)
-    guided_critiques = guide.critique(attempts, samples, critic_sampling)
-    plain_critiques = NoCritic().critique(attempts, samples, SamplingParams())
-    # Both conditions re-sample from the same seeds: the critique is the only difference.
-    guided = refine(policy_engine(config, env_factory, model, seed + 2_500), attempts, guided_critiques, groups)
-    plain = refine(policy_engine(config, env_factory, model, seed + 2_500), attempts, plain_critiques, groups)
-    guided_scores = EchoScores.compute(config, attempts, guided)
-    plain_scores = EchoScores.compute(config, attempts, plain)
-
-    target = RunDir(out)
-    target.write_config({"kind": "echo-compare", "run": str(run_dir), "checkpoint_step": chosen.step, "split": split,
-                         "episodes": episodes, "samples": samples, "seed": seed, "critic": guide.name,
-                         "unsolved_only": unsolved_only})
-    logs = {"initial": first_attempts, "critic-guided": guided_scores.annotate(config, guided, guide.name),
-            "regeneration": plain_scores.annotate(config, plain, "none")}
-    for name, trajectories in logs.items():
-        (target.trajectories_dir / f"{name}.jsonl").unlink(missing_ok=True)
-        with target.trajectory_writer(name, env=config.env, split=split) as writer:
-            for trajectory in trajectories:
-                writer.write_trajectory(trajectory)
-    guided_gain = mean_gain(guided_scores.initial, guided_scores.refined)
-    plain_gain = mean_gain(plain_scores.initial, plain_scores.refined)
-    initial_summary = summarize(first_attempts)
-    comparison = RefinementComparison(
-        run=str(run_dir), checkpoint_step=chosen.step, critic=guide.name, split=split, unsolved_only=unsolved_only,
-        first_attempts=len(first_attempts), tasks=len(attempts),
-        samples=samples, initial_score_mean=initial_summary.mean_score,
-        initial_success_rate=initial_summary.success_rate, critic_gain=guided_gain, regeneration_gain=plain_gain,
-        relative_gain=guided_gain - plain_gain,
-        critic_improvement_rate=improvement_rate(guided_scores.initial, guided_scores.refined),
-        regeneration_improvement_rate=improvement_rate(plain_scores.initial, plain_scores.refined),
-        critic_success_rate=summarize(t for row in guided for t in row).success_rate,
-        regeneration_success_rate=summarize(t for row in plain for t in row).success_rate,
-        env_steps=sum(t.num_steps for trajectories in logs.values() for t in trajectories),
-        wall_s=round(time.perf_counter() - started, 3),
-    )
-    target.write_summary(asdict(comparison))
-    return comparison

@@ -14,17 +14,18 @@ on the demonstrations that run saved.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.parser import parse_response
 from hindsight.configs import option
 from hindsight.logs import read_trajectories
-from hindsight.methods.common import (
-    SupervisedBasics, eval_metrics, evaluate_trainable, fit_supervised, load_trainable, open_run,
-)
-from hindsight.train.checkpoint import list_checkpoints, seed_everything
+from hindsight.methods.basics import SupervisedBasics
+from hindsight.methods.lifecycle import TrainingRun
+from hindsight.methods.model_setup import load_trainable
+from hindsight.methods.supervised import fit_supervised
+from hindsight.train.checkpoint import list_checkpoints
 from hindsight.train.distributed import single_process
 from hindsight.train.sequences import TrainingSequence, turn_sequences
 from hindsight.types import SamplingParams, Step, Trajectory
@@ -63,11 +64,11 @@ def _action_only(step: Step) -> Step:
 
 def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Path:
     single_process("sft")
-    run, config = open_run("sft", SFTConfig, config, out, resume)
-    seed_everything(config.seed)
+    run = TrainingRun("sft", SFTConfig, config, out, resume=resume)
+    config = run.config
 
     started = time.perf_counter()
-    saved_demos = run.trajectories_dir / "demos.jsonl"
+    saved_demos = run.dir.trajectories_dir / "demos.jsonl"
     if resume and list_checkpoints(run.path):
         # The demonstrations the interrupted run trained on, not a fresh collection.
         demos = list(read_trajectories(saved_demos))
@@ -78,7 +79,7 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
         if config.action_only:
             demos = [replace(t, steps=tuple(_action_only(s) for s in t.steps)) for t in demos]
         saved_demos.unlink(missing_ok=True)
-        with run.trajectory_writer("demos", env=config.env) as writer:
+        with run.dir.trajectory_writer("demos", env=config.env) as writer:
             for trajectory in demos:
                 writer.write_trajectory(trajectory)
     collect_s = time.perf_counter() - started
@@ -89,12 +90,6 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
         s for t in demos for s in turn_sequences(t, model.backend.tokenizer, prompts)
     ]
     data = {"data/demonstrations": len(demos), "data/sequences": len(sequences), "timing/collect_s": collect_s}
-    step, metrics = fit_supervised(run, model, "policy", sequences, config, resume=resume, data=data, area="sft")
-
-    if config.eval_episodes:
-        summary = evaluate_trainable(model, config.eval_settings(), config.eval_split, config.eval_episodes, run,
-                                     f"eval-{config.eval_split}-final", config.seed)
-        metrics.log(step, eval_metrics(f"eval_{config.eval_split}", summary))
-        run.write_summary({"kind": "sft", "optimizer_steps": step, **asdict(summary)})
-    metrics.close()
-    return run.path
+    steps = fit_supervised(run, model, "policy", sequences, data=data, area="sft",
+                           schedule=config.schedule(config.eval_split, config.eval_episodes))
+    return run.finish(optimizer_steps=steps)

@@ -1,0 +1,81 @@
+"""Self-Guide's maths: the step reward of a self-assessment, the trust schedule λ(u), the shaped return.
+
+Pure functions of numbers and labels; no I/O, no model objects.
+
+    r_t  = +0.1 / 0 / −0.1 for a positive / neutral / negative self-assessment z_t
+    λ(u) = trapezoid over the run's progress u ∈ [0, 1]:
+           0 until `start`, linear up to 1 at `full`, 1 until `hold_until`, linear down to 0 at `end`
+    R    = R_env + λ(u) · Σ_t r_t
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Sequence
+
+
+class Label(str, Enum):
+    """A self-assessment's verdict on the latest step."""
+
+    NEGATIVE = "negative"
+    NEUTRAL = "neutral"
+    POSITIVE = "positive"
+
+
+STEP_REWARD = {Label.POSITIVE: 0.1, Label.NEUTRAL: 0.0, Label.NEGATIVE: -0.1}
+
+
+def step_reward(label: Label | str) -> float:
+    """r_t of one label (+0.1, 0 or −0.1)."""
+    return STEP_REWARD[Label(label)]
+
+
+@dataclass(frozen=True)
+class TrustSchedule:
+    """The breakpoints of λ(u), as fractions of the run (0 ≤ start ≤ full ≤ hold_until ≤ end ≤ 1).
+
+    The paper's default: no internal reward for the first 40% of updates, a ramp to full
+    weight by 50%, full weight until 70%, an anneal back to 0 by 80%. `hold_until` = `end`
+    = 1 never anneals ("no annealing"); `start` = `full` = 0 is full weight from the first
+    update ("immediate"); an earlier `start` and `full` is an "early entry".
+    """
+
+    start: float = 0.4
+    full: float = 0.5
+    hold_until: float = 0.7
+    end: float = 0.8
+
+    def __post_init__(self) -> None:
+        points = (self.start, self.full, self.hold_until, self.end)
+        if any(p < 0 for p in points) or list(points) != sorted(points):
+            raise ValueError(f"trust schedule needs 0 <= start <= full <= hold_until <= end, got {points}")
+
+    def weight(self, progress: float) -> float:
+        """λ(u) at run progress u (the fraction of updates done)."""
+        return trust_weight(progress, self.start, self.full, self.hold_until, self.end)
+
+
+def trust_weight(progress: float, start: float, full: float, hold_until: float, end: float) -> float:
+    """The trapezoid λ(u): 0 → ramp → 1 → anneal → 0. A zero-length ramp is a step."""
+    if progress < start:
+        return 0.0
+    if progress < full:
+        return (progress - start) / (full - start)
+    if progress <= hold_until:
+        return 1.0
+    if progress < end:
+        return (end - progress) / (end - hold_until)
+    return 0.0
+
+
+def update_progress(update: int, updates: int) -> float:
+    """u of update `update` (1-based) of `updates`: the fraction of the run done before it."""
+    if updates < 1 or not 1 <= update <= updates:
+        raise ValueError(f"update {update} is outside 1..{updates}")
+    return (update - 1) / updates
+
+
+def shaped_return(env_return: float, labels: Sequence[Label | str], weight: float) -> float:
+    """R = R_env + λ · Σ_t r_t."""
+    return env_return + weight * sum(step_reward(label) for label in labels)

@@ -1,0 +1,176 @@
+"""The config fields the training methods share, and when a run evaluates and saves.
+
+Each method's config dataclass extends one of these: `SupervisedBasics` (behaviour
+cloning) or `PolicyGradientBasics` (GRPO, ECHO, Self-Guide). A field is documented
+once, here, where it is declared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from hindsight.agent.engine import RolloutConfig
+from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory
+from hindsight.algos.grpo import Aggregation
+from hindsight.configs import option
+from hindsight.train.update import UpdateSettings
+from hindsight.types import SamplingParams, Trajectory
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When a run evaluates and saves, in units of its loop (updates or optimizer steps).
+
+    `eval_every` 0 means no evaluation during the run, nor before the first unit; an empty
+    `final_split` skips the evaluation after the last unit.
+    """
+
+    checkpoint_every: int
+    keep_checkpoints: int
+    eval_every: int = 0
+    eval_episodes: int = 0
+    final_split: str = ""
+    final_episodes: int = 0
+
+
+@dataclass(frozen=True)
+class TrainingBasics:
+    """Config fields every training method shares (each method's config extends it)."""
+
+    env: str = option("frozenlake", "environment id")
+    env_kwargs: dict = option({}, "environment options, e.g. {size: 4, max_steps: 8}")
+    model: str = option("smollm2", "base model spec (smollm2 or hf:PATH)")
+    memory: str = option("none", "history the policy sees: full, none or a number of turns")
+    system_prompt: str = option("", "system prompt ({instruction} = the env's rules); empty = the default")
+    max_new_tokens: int = option(48, "token budget per turn")
+    concurrency: int = option(64, "episodes run at once (rollout and evaluation batch size)")
+    eval_temperature: float = option(0.0, "sampling temperature of evaluations (0 is greedy)")
+    weight_decay: float = option(0.0, "AdamW weight decay")
+    max_grad_norm: float = option(1.0, "gradient clipping norm")
+    lora_rank: int = option(16, "LoRA rank (must match a checkpoint the run starts from)")
+    lora_alpha: int = option(32, "LoRA alpha (must match a checkpoint the run starts from)")
+    full_finetune: bool = option(False, "train all weights instead of a LoRA adapter")
+    seed: int = option(0, "seed of sampling and data order")
+    keep_checkpoints: int = option(2, "newest checkpoints kept on disk (0 keeps every one)")
+    tensorboard: bool = option(False, "mirror metrics to TensorBoard (in the run's tensorboard/ folder)")
+    wandb_project: str = option("", "mirror metrics and the config to this Weights & Biases project "
+                                    "(needs `pip install wandb`; WANDB_MODE=offline works without a network)")
+
+    def __post_init__(self) -> None:
+        Memory.parse(self.memory)
+        if self.keep_checkpoints < 0:
+            raise ValueError("keep_checkpoints must be >= 0 (0 keeps every checkpoint)")
+
+    def rollout_config(self, sampling: SamplingParams, split: str, seed: int | None = None) -> RolloutConfig:
+        """How this run's policy is prompted and sampled."""
+        return RolloutConfig(
+            memory=Memory.parse(self.memory), system_template=self.system_prompt or DEFAULT_SYSTEM_TEMPLATE,
+            sampling=sampling, concurrency=self.concurrency, seed=self.seed if seed is None else seed,
+            model_name=self.model, split=split,
+        )
+
+    def eval_settings(self) -> EvalSettings:
+        return EvalSettings(self.env, self.env_kwargs, self.rollout_config(
+            SamplingParams(temperature=self.eval_temperature, max_new_tokens=self.max_new_tokens), "test"
+        ))
+
+
+@dataclass(frozen=True)
+class SupervisedBasics(TrainingBasics):
+    """Config fields of the supervised (behaviour-cloning) methods."""
+
+    epochs: int = option(2, "passes over the training sequences")
+    batch_size: int = option(16, "sequences per optimizer step")
+    micro_batch_size: int = option(8, "sequences per forward/backward (gradient accumulation)")
+    lr: float = option(3e-4, "peak learning rate")
+    warmup_steps: int = option(5, "linear warm-up steps")
+    checkpoint_every: int = option(25, "save a checkpoint every N optimizer steps (always after the last one)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.checkpoint_every < 1:
+            raise ValueError("checkpoint_every must be >= 1")
+
+    def schedule(self, final_split: str = "", final_episodes: int = 0) -> Schedule:
+        """Checkpoints at the config's cadence; one evaluation, after the last step."""
+        return Schedule(checkpoint_every=self.checkpoint_every, keep_checkpoints=self.keep_checkpoints,
+                        final_split=final_split if final_episodes else "", final_episodes=final_episodes)
+
+
+@dataclass(frozen=True)
+class PolicyGradientBasics(TrainingBasics):
+    """Config fields of the group-relative policy-gradient methods (GRPO, ECHO)."""
+
+    init_from: str = option("", "what initialises the policy adapter: a run directory (e.g. an SFT run; its latest "
+                                "checkpoint) or checkpoint, a PEFT adapter folder, a bundled adapter name or an "
+                                "adapter spec BASE+ADAPTER")
+    updates: int = option(20, "number of updates")
+    tasks_per_update: int = option(4, "task instances per update")
+    group_size: int = option(8, "samples per task instance: GRPO's G trajectories, ECHO's N critiques and refinements")
+    reward: str = option("score", "trajectory return: score (graded, final) or success (0/1)")
+    temperature: float = option(1.0, "sampling temperature of training rollouts")
+    lr: float = option(2e-5, "peak learning rate")
+    warmup_steps: int = option(0, "linear warm-up optimizer steps")
+    epochs: int = option(1, "optimizer steps on each batch of rollouts (>1 makes the clipping active)")
+    micro_batch_size: int = option(8, "sequences per forward/backward")
+    clip_low: float = option(0.2, "lower clip ε (ratio ≥ 1 − ε)")
+    clip_high: float = option(0.2, "upper clip ε (ratio ≤ 1 + ε); DAPO's clip-higher uses 0.28")
+    kl_coef: float = option(0.0, "β of the k3 KL to the reference (kl_reference); 0 disables it")
+    kl_reference: str = option("base", "what kl_coef pulls each role toward: base (the base model, adapters off) or "
+                                       "init (a frozen copy of the weights the role starts from: init_from for the "
+                                       "policy, e.g. the SFT warm start; critic_init_from for ECHO's critic)")
+    aggregation: str = option("trajectory_mean", "trajectory_mean (token mean over all turns of a trajectory, then "
+                                                 "mean over trajectories: the papers' 1/|o_i|), turn_mean (each turn "
+                                                 "its own unit, so longer trajectories weigh more) or token_mean (DAPO)")
+    normalize_std: bool = option(True, "divide advantages by the group's standard deviation")
+    gradient_checkpointing: bool = option(False, "trade compute for memory in the update")
+    eval_every: int = option(5, "evaluate on the validation split every N updates (0 disables)")
+    eval_episodes: int = option(50, "tasks per evaluation")
+    final_eval_split: str = option("test", "split evaluated at the end ('' skips it)")
+    final_eval_episodes: int = option(100, "tasks of the final evaluation")
+    checkpoint_every: int = option(5, "save a checkpoint every N updates")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.reward not in ("score", "success"):
+            raise ValueError("reward must be 'score' or 'success'")
+        Aggregation(self.aggregation)
+        if self.group_size < 2:
+            raise ValueError("group_size must be >= 2 (advantages are relative to the group)")
+        if self.checkpoint_every < 1:
+            raise ValueError("checkpoint_every must be >= 1")
+        if self.kl_reference not in ("base", "init"):
+            raise ValueError(f"kl_reference must be 'base' or 'init', not {self.kl_reference!r}")
+        if self.kl_reference == "init" and not self.init_from:
+            raise ValueError("kl_reference: init needs init_from")
+        if self.kl_reference == "init" and self.full_finetune:
+            raise ValueError("kl_reference: init needs LoRA; with full fine-tuning the reference is already "
+                             "the weights the run starts from")
+
+    def update_settings(self) -> UpdateSettings:
+        return UpdateSettings(
+            clip_low=self.clip_low, clip_high=self.clip_high, kl_coef=self.kl_coef,
+            aggregation=Aggregation(self.aggregation), epochs=self.epochs,
+            micro_batch_size=self.micro_batch_size, max_grad_norm=self.max_grad_norm,
+        )
+
+    def schedule(self) -> Schedule:
+        return Schedule(
+            checkpoint_every=self.checkpoint_every, keep_checkpoints=self.keep_checkpoints,
+            eval_every=self.eval_every, eval_episodes=self.eval_episodes,
+            final_split=self.final_eval_split, final_episodes=self.final_eval_episodes,
+        )
+
+    def trajectory_return(self, trajectory: Trajectory) -> float:
+        """The environment's return of a trajectory: its success (0/1) or its final task score."""
+        return float(trajectory.success) if self.reward == "success" else trajectory.score
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    env: str
+    env_kwargs: Mapping[str, Any]
+    rollout: RolloutConfig
+
+

@@ -1,0 +1,221 @@
+"""The run lifecycle, in one place, so that each training loop keeps only its algorithm.
+
+    open      `TrainingRun(kind, ConfigClass, config, out, resume=…)`: the run directory and
+              its config (written for a new run, read back when resuming); seeds set
+    begin     `run.begin(model, optimizers, schedulers, schedule, logs=…)`: continue from the
+              latest checkpoint when resuming (weights, optimizers, schedulers, RNGs, step,
+              environment steps), dropping the metric rows and training-trajectory records an
+              interrupted process wrote after it, so the resumed run writes them once; open
+              the metrics log and the named trajectory logs
+    loop      `for step in run.steps(total, name)`: the progress bar; for a new run, first a
+              step-0 row with an evaluation on the validation split (when the schedule says so)
+    each step `run.end_step(step, row, info)`: an evaluation at the schedule's cadence, the
+              metrics row, a checkpoint at its cadence and after the last step, progress
+    finish    `run.finish(**fields)`: the final evaluation, summary.json, every log closed
+
+Under data parallelism every process runs the lifecycle; only the first one writes,
+evaluates and saves.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
+
+from hindsight.agent.evaluate import EvalSummary, evaluate_policy
+from hindsight.configs import from_mapping
+from hindsight.logs import RunDir
+from hindsight.methods.basics import EvalSettings, Schedule, TrainingBasics
+from hindsight.methods.metrics import MetricsLog, eval_metrics
+from hindsight.methods.progress import TrainingProgress
+from hindsight.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint, seed_everything
+from hindsight.train.distributed import Workers
+from hindsight.train.model import TrainableModel
+from hindsight.types import Trajectory
+
+C = TypeVar("C", bound=TrainingBasics)
+
+# (split, episodes, log name, metric prefix) -> (metric entries `prefix/…`, summary fields)
+Evaluator = Callable[[str, int, str, str], tuple[dict[str, float], dict[str, Any]]]
+
+
+class TrainingRun(Generic[C]):
+    """One training run's directory, logs, evaluations and checkpoints (see the module docstring)."""
+
+    def __init__(
+        self, kind: str, config_cls: type[C], config: C | None, out: str | Path, *, resume: bool = False,
+        workers: Workers | None = None,
+    ):
+        self.kind = kind
+        self.workers = workers or Workers()
+        self.main = self.workers.is_main
+        self.dir = RunDir(out)
+        if resume:
+            config = from_mapping(config_cls, {k: v for k, v in self.dir.read_config().items() if k != "kind"})
+        elif self.main:
+            self.dir.write_config({"kind": kind, **asdict(config)})
+        self.config: C = config
+        self.resuming = resume
+        self.start = 0
+        self.env_steps = 0
+        seed_everything(config.seed)
+        self._model: TrainableModel | None = None
+        self._optimizers: Mapping[str, Any] = {}
+        self._schedulers: Mapping[str, Any] = {}
+        self._schedule = Schedule(checkpoint_every=1, keep_checkpoints=0)
+        self._evaluate: Evaluator | None = None
+        self._metrics: MetricsLog | None = None
+        self._logs: dict[str, Any] = {}
+        self._progress: TrainingProgress | None = None
+        self._total = 0
+
+    @property
+    def path(self) -> Path:
+        return self.dir.path
+
+    def begin(
+        self, model: TrainableModel, optimizers: Mapping[str, Any], schedulers: Mapping[str, Any],
+        schedule: Schedule, *, logs: Iterable[str] = (), evaluate: Evaluator | None = None,
+    ) -> None:
+        """Attach what the run saves and how it evaluates; resume from the latest checkpoint.
+
+        `logs` name the training-trajectory files (trajectories/NAME.jsonl) the loop writes
+        with `write`; their records carry the step in `update`. `evaluate` defaults to the
+        policy alone on the config's evaluation settings.
+        """
+        self._model, self._optimizers, self._schedulers, self._schedule = model, optimizers, schedulers, schedule
+        self._evaluate = evaluate or policy_evaluator(model, self.config.eval_settings(), self.dir, self.config.seed)
+        logs = tuple(logs)
+        if self.resuming:
+            checkpoints = list_checkpoints(self.path)
+            state = load_checkpoint(checkpoints[-1], model, optimizers, schedulers) if checkpoints else {"step": -1}
+            if self.main:
+                drop_records_after(self.path / "metrics.jsonl", state["step"], "step")
+                for name in logs:
+                    drop_records_after(self.dir.trajectories_dir / f"{name}.jsonl", state["step"], "update")
+            self.start, self.env_steps = max(state["step"], 0), state.get("env_steps", 0)
+        self._metrics = MetricsLog(self.dir, self.config, enabled=self.main)
+        if self.main:
+            self._logs = {name: self.dir.trajectory_writer(name, env=self.config.env, split="train") for name in logs}
+
+    def steps(self, total: int, description: str, first_row: Mapping[str, Any] | None = None) -> Iterator[int]:
+        """The steps still to run, 1-based, under a progress bar.
+
+        A new run first logs a step-0 row: `first_row` plus, when the schedule evaluates
+        during the run, an evaluation on the validation split.
+        """
+        self._require_begun()
+        self._total = total
+        if self.start == 0 and self.main:
+            row = dict(first_row or {})
+            if self._schedule.eval_every:
+                row.update(self._evaluate("validation", self._schedule.eval_episodes, "eval-validation-000000",
+                                          "eval")[0])
+            if row:
+                self.log(0, row)
+        with TrainingProgress(total, description, completed=self.start, enabled=self.main) as progress:
+            self._progress = progress
+            yield from range(self.start + 1, total + 1)
+        self._progress = None
+
+    def phase(self, name: str) -> None:
+        """Show what the current step is doing."""
+        if self._progress is not None:
+            self._progress.phase(name)
+
+    def write(self, log: str, trajectories: Iterable[Trajectory]) -> None:
+        """Append training trajectories to one of the logs named in `begin`."""
+        if self.main:
+            for trajectory in trajectories:
+                self._logs[log].write_trajectory(trajectory)
+
+    def log(self, step: int, row: Mapping[str, Any]) -> None:
+        self._require_begun()
+        self._metrics.log(step, row)
+
+    def end_step(self, step: int, row: dict[str, Any], info: str = "") -> None:
+        """Evaluate at the schedule's cadence (into `row`), log the row, save at the checkpoint cadence."""
+        schedule = self._schedule
+        if self.main and schedule.eval_every and step % schedule.eval_every == 0:
+            self.phase("eval")
+            row.update(self._evaluate("validation", schedule.eval_episodes, f"eval-validation-{step:06d}", "eval")[0])
+        self.log(step, row)
+        if self.main and (step % schedule.checkpoint_every == 0 or step == self._total):
+            save_checkpoint(self.path, step, self._model, self._optimizers, self._schedulers,
+                            {"env_steps": self.env_steps}, keep=schedule.keep_checkpoints)
+        if self._progress is not None:
+            self._progress.advance(info)
+
+    def finish(self, **fields: Any) -> Path:
+        """The final evaluation (if scheduled), summary.json {kind, **fields, **evaluation}, logs closed."""
+        self._require_begun()
+        for writer in self._logs.values():
+            writer.close()
+        if self.main:
+            summary = {"kind": self.kind, **fields}
+            split = self._schedule.final_split
+            if split:
+                row, result = self._evaluate(split, self._schedule.final_episodes, f"eval-{split}-final",
+                                             f"final_{split}")
+                self.log(self._total or self.start, row)
+                summary.update(result)
+            self.dir.write_summary(summary)
+        self._metrics.close()
+        return self.path
+
+    def _require_begun(self) -> None:
+        if self._metrics is None:
+            raise RuntimeError("TrainingRun.begin() must come before the loop")
+
+
+def policy_evaluator(model: TrainableModel, settings: EvalSettings, run: RunDir, seed: int) -> Evaluator:
+    """The active role of `model` alone, on the first tasks of a split."""
+
+    def evaluate(split: str, episodes: int, name: str, prefix: str) -> tuple[dict[str, float], dict[str, Any]]:
+        summary = evaluate_trainable(model, settings, split, episodes, run, name, seed)
+        return eval_metrics(prefix, summary), asdict(summary)
+
+    return evaluate
+
+
+def evaluate_trainable(
+    model: TrainableModel, settings: EvalSettings, split: str, episodes: int, run: RunDir, name: str, seed: int,
+) -> EvalSummary:
+    """Evaluate the active role on the first `episodes` tasks of a split; log trajectories."""
+    from hindsight.envs import make
+
+    seeds = make(settings.env, **settings.env_kwargs).split_seeds(split, episodes)
+    rollout = replace(settings.rollout, seed=seed, split=split)
+    # An evaluation is recomputed whole (e.g. after a resume): never append to an old one.
+    (run.trajectories_dir / f"{name}.jsonl").unlink(missing_ok=True)
+    with run.trajectory_writer(name, env=settings.env, split=split) as writer:
+        _, summary = evaluate_policy(
+            model.backend, lambda: make(settings.env, **settings.env_kwargs), seeds, rollout, writer=writer
+        )
+    return summary
+
+
+def drop_records_after(path: Path, last_step: int, step_key: str) -> None:
+    """Remove JSONL records whose `step_key` is beyond `last_step`.
+
+    A resumed run starts from its last checkpoint; rows and trajectories written after
+    that checkpoint by the interrupted process would otherwise appear twice. A line cut
+    short by the crash is dropped too. Header lines (no `step_key`) are kept.
+    """
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        step = record.get(step_key) if isinstance(record, dict) else None
+        if step is None or step <= last_step:
+            kept.append(line)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    tmp.replace(path)
+

@@ -1,0 +1,76 @@
+"""Supervised fitting of one role: the loop shared by the behaviour-cloning methods (sft, critic-sft)."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Mapping, Sequence
+
+import torch
+
+from hindsight.methods.basics import Schedule, SupervisedBasics
+from hindsight.methods.lifecycle import Evaluator, TrainingRun
+from hindsight.methods.model_setup import make_optimizer
+from hindsight.train.model import TrainableModel
+from hindsight.train.sequences import TrainingSequence
+from hindsight.train.update import sft_loss
+
+
+def batch_order(count: int, batch_size: int, epochs: int, seed: int) -> list[list[int]]:
+    """The sequence indices of every optimizer step: shuffled once per epoch from `seed`.
+
+    A remainder smaller than a batch is dropped each epoch (fewer sequences than a batch
+    make one smaller batch). Drawn whole from the seed, so
+    a resumed run takes the batches an uninterrupted run would have taken.
+    """
+    rng = random.Random(seed)
+    batches = []
+    for _ in range(epochs):
+        order = list(range(count))
+        rng.shuffle(order)
+        batches += [order[i : i + batch_size] for i in range(0, max(1, count // batch_size) * batch_size, batch_size)]
+    return batches
+
+
+def fit_supervised(
+    run: TrainingRun[SupervisedBasics], model: TrainableModel, role: str, sequences: Sequence[TrainingSequence],
+    *, data: Mapping[str, float], area: str, schedule: Schedule, evaluate: Evaluator | None = None,
+) -> int:
+    """Minimise the token-mean NLL of the masked-in tokens for `role`; returns the steps taken.
+
+    Shuffled batches of `batch_size` sequences, AdamW with warm-up and cosine decay,
+    gradient accumulation over micro-batches, one `area/…` metric row per step (after a
+    step-0 row of `data`). Checkpoints and the final evaluation follow `schedule`.
+    """
+    config = run.config
+    batches = batch_order(len(sequences), config.batch_size, config.epochs, config.seed)
+    steps_per_epoch = max(1, len(batches) // config.epochs)
+    model.activate(role)
+    optimizer, scheduler = make_optimizer(model.parameters(), config.lr, config.weight_decay, config.warmup_steps,
+                                          len(batches))
+    run.begin(model, {role: optimizer}, {role: scheduler}, schedule, evaluate=evaluate)
+    model.model.train()
+    for step in run.steps(len(batches), area, first_row=data):
+        started = time.perf_counter()
+        batch = [sequences[i] for i in batches[step - 1]]
+        tokens = sum(s.num_loss_tokens for s in batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss_total = 0.0
+        for m in range(0, len(batch), config.micro_batch_size):
+            micro = batch[m : m + config.micro_batch_size]
+            # Weight each micro-batch by its share of target tokens: the step then minimises
+            # the token-mean loss of the whole batch.
+            loss = sft_loss(model, micro) * sum(s.num_loss_tokens for s in micro) / tokens
+            loss.backward()
+            loss_total += loss.item()
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm))
+        optimizer.step()
+        scheduler.step()
+        step_s = time.perf_counter() - started
+        epoch = (step - 1) // steps_per_epoch
+        run.end_step(step, {
+            f"{area}/loss": loss_total, f"{area}/grad_norm": grad_norm, f"{area}/lr": scheduler.get_last_lr()[0],
+            f"{area}/epoch": epoch, "timing/step_s": step_s,
+        }, f"epoch {epoch + 1}/{config.epochs} · loss {loss_total:.3f} · {step_s:.0f}s/step")
+    model.model.eval()
+    return len(batches)
