@@ -92,6 +92,27 @@ class Completion:
 
 
 @dataclass(frozen=True)
+class Assessment:
+    """What the policy wrote before its action at one turn, shown to it in the action prompt.
+
+    `kind` names the writer: `self-guide` (Self-Guide's self-assessment z_t of the latest
+    step, with a `label` in {negative, neutral, positive} and its step `reward`) or
+    `reflection` (ReFlAct's reflection on the goal, no label). `text` is the answer as
+    generated; `parse_error` says why no label could be read (the label then counts as
+    neutral). Token ids, log-probs and the finish reason are the backend's, for training.
+    """
+
+    kind: str
+    text: str
+    label: str | None = None
+    reward: float = 0.0
+    parse_error: str | None = None
+    finish_reason: str | None = None
+    token_ids: tuple[int, ...] | None = None
+    logprobs: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
 class Step:
     """One agent turn: what it saw, what it said, what happened.
 
@@ -99,7 +120,8 @@ class Step:
     `score` are what the environment returned for this action; `feedback` is the
     observation the action produced (the next step's `observation`, or the final one).
     `finish_reason` is the backend's ("stop" or "length"); training uses it to decide
-    whether the response ended with an end-of-turn token.
+    whether the response ended with an end-of-turn token. `assessment` is a generation
+    the policy wrote before acting at this turn, if the run asked for one.
     """
 
     index: int
@@ -117,6 +139,7 @@ class Step:
     token_ids: tuple[int, ...] | None = None
     logprobs: tuple[float, ...] | None = None
     admissible_actions: tuple[str, ...] | None = None
+    assessment: Assessment | None = None
 
 
 @dataclass(frozen=True)

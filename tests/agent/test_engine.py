@@ -4,7 +4,7 @@ from hindsight.agent.engine import (
     ReplayDivergence, RolloutConfig, RolloutEngine, Task, branch_task, replay_prefix,
 )
 from hindsight.agent.prompts import Memory
-from hindsight.types import Completion
+from hindsight.types import Assessment, ChatMessage, Completion
 
 from .fakes import LineEnv, RecordingBackend
 
@@ -34,6 +34,14 @@ def test_finished_slots_are_refilled_from_the_queue():
     # seed 1 finishes after two turns, and a queued task joins the third turn.
     assert backend.batch_sizes[:3] == [2, 2, 2]
     assert sum(backend.batch_sizes) == 2 + 3 + 2 + 3
+
+
+def test_run_returns_task_order_while_iter_run_yields_as_episodes_finish():
+    tasks = [Task(seed=s, sample=j) for s in (0, 1, 2, 3) for j in range(2)]  # odd seeds finish first
+    finished = [(t.seed, t.id) for t in engine(lambda r: RIGHT, concurrency=3)[0].iter_run(tasks)]
+    ordered = [(t.seed, t.id) for t in engine(lambda r: RIGHT, concurrency=3)[0].run(tasks)]
+    assert ordered == [(task.seed, f"line:{task.seed}:{task.sample}") for task in tasks]
+    assert finished != ordered and sorted(finished) == sorted(ordered)
 
 
 def test_steps_record_state_before_action_and_feedback_after():
@@ -136,3 +144,57 @@ def test_task_guidance_reaches_every_prompt_and_the_trajectory():
     assert advised.guidance == "You go right." and plain.guidance == ""
     assert sum(text.endswith("You go right.") for text in systems) == advised.num_steps
     assert len(systems) == advised.num_steps + plain.num_steps
+
+
+class CountingWriter:
+    """A pre-action writer that labels every turn and remembers what it was asked."""
+
+    kind = "test"
+    max_new_tokens = 7
+    shown_as = "Check: {assessment}"
+
+    def __init__(self):
+        self.histories = []
+
+    def prompt(self, instruction, history, observation):
+        self.histories.append(len(history))
+        return (ChatMessage("user", f"ASSESS {observation}"),)
+
+    def parse(self, completion):
+        return Assessment(kind=self.kind, text=completion.text, label="neutral")
+
+
+def assessing_engine(concurrency=32):
+    def respond(request):
+        prompt = request.messages[-1].content
+        return f"looks fine ({prompt.split()[-1]})" if prompt.startswith("ASSESS") else RIGHT
+
+    backend = RecordingBackend(respond)
+    writer = CountingWriter()
+    config = RolloutConfig(concurrency=concurrency, pre_action=writer, seed=10)
+    return RolloutEngine(lambda: LineEnv(), backend, config), backend, writer
+
+
+def test_a_turn_batches_every_assessment_then_every_action():
+    eng, backend, writer = assessing_engine()
+    trajectories = eng.run([Task(seed=s) for s in range(4)])
+    # Even seeds take 3 turns, odd ones 2: each turn is one assessment call, then one action call.
+    assert backend.batch_sizes == [4, 4, 4, 4, 2, 2]
+    assert [p.max_new_tokens for p in backend.params] == [7, 96, 7, 96, 7, 96]
+    assert [p.seed for p in backend.params] == list(range(10, 16))
+    assert writer.histories[:4] == [0, 0, 0, 0] and writer.histories[4:8] == [1, 1, 1, 1]
+    even = trajectories[0]
+    assert [s.assessment.text for s in even.steps] == [f"looks fine ({s.observation.split()[-1]})" for s in even.steps]
+    # The action prompt shows the turn's assessment under the observation, and training rebuilds it.
+    rebuilt = eng.prompts.build(even.instruction, even.steps[:1], even.steps[1].observation,
+                                assessment=even.steps[1].assessment)
+    assert rebuilt[-1].content == f"{even.steps[1].observation}\n\nCheck: {even.steps[1].assessment.text}"
+
+
+def test_a_branch_replays_the_assessments_of_its_prefix():
+    eng, _, _ = assessing_engine()
+    original = eng.run([Task(seed=0)])[0]
+    branch = eng.run([branch_task(original, 1, "left")])[0]
+    assert branch.steps[0].assessment == original.steps[0].assessment
+    assert branch.steps[1].action == "left" and branch.steps[1].assessment is None
+    assert all(step.assessment is not None for step in branch.steps[2:])

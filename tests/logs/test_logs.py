@@ -27,7 +27,7 @@ def test_round_trip_through_a_run_directory(tmp_path):
             writer.write_trajectory(trajectory)
     assert list(read_trajectories(run.path)) == written
     lines = (run.trajectories_dir / "eval.jsonl").read_text().splitlines()
-    assert json.loads(lines[0])["kind"] == "header" and json.loads(lines[0])["version"] == 1
+    assert json.loads(lines[0])["kind"] == "header" and json.loads(lines[0])["version"] == 2
     assert json.loads(lines[-1])["echo"] == {"s_o": 0.2}
 
 
@@ -88,3 +88,32 @@ def test_guidance_round_trips_and_is_absent_when_empty():
     assert trajectory_to_record(advised)["guidance"] == "You should stop earlier."
     assert trajectory_from_record(trajectory_to_record(advised)) == advised
     assert "guidance" not in trajectory_to_record(make_trajectory(0))
+
+
+def test_assessments_round_trip_and_version_1_records_still_read():
+    from dataclasses import replace
+
+    from hindsight.types import Assessment
+
+    trajectory = make_trajectory(0)
+    judged = Assessment(kind="self-guide", text="Reason: it moved closer.\nLabel: positive", label="positive",
+                        reward=0.1, finish_reason="stop", token_ids=(5, 6, 7))
+    unreadable = Assessment(kind="self-guide", text="fine", reward=0.0, parse_error="no label line")
+    steps = (replace(trajectory.steps[0], assessment=judged), replace(trajectory.steps[1], assessment=unreadable),
+             trajectory.steps[2])
+    assessed = replace(trajectory, steps=steps)
+    record = trajectory_to_record(assessed)
+    assert record["version"] == 2
+    assert record["steps"][0]["assessment"] == {"kind": "self-guide", "text": judged.text, "label": "positive",
+                                                "reward": 0.1, "finish_reason": "stop", "token_ids": [5, 6, 7]}
+    assert "label" not in record["steps"][1]["assessment"] and "assessment" not in record["steps"][2]
+    assert trajectory_from_record(json.loads(json.dumps(record))) == assessed
+
+    # A record written by version 1 of the format (no assessments) reads as it always did.
+    old = trajectory_to_record(trajectory)
+    old["version"] = 1
+    assert trajectory_from_record(old) == trajectory
+    broken = trajectory_to_record(assessed)
+    broken["steps"][0]["assessment"] = "positive"
+    with pytest.raises(SchemaError, match="bad step record"):
+        trajectory_from_record(broken)

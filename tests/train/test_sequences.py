@@ -106,3 +106,31 @@ def test_prompts_are_rebuilt_with_the_guidance_the_policy_saw(tokenizer, memory)
         assert "You should go down twice." in render_prompt(tokenizer, seen)
     if memory == "full":
         assert "You should go down twice." in tokenizer.decode(episode_sequence(advised, tokenizer, prompts).input_ids)
+
+
+def test_assessments_are_sequences_of_their_own_and_shown_in_the_action_prompts(tokenizer):
+    from dataclasses import replace
+
+    from hindsight.agent.selfguide import SelfAssessor
+    from hindsight.train.sequences import assessment_sequences
+    from hindsight.types import Assessment
+
+    writer = SelfAssessor()
+    texts = ["Reason: the start.\nLabel: neutral", "Reason: closer.\nLabel: positive", "Reason: a wall.\nLabel: negative"]
+    base = trajectory()
+    assessed = replace(base, steps=tuple(
+        replace(step, assessment=Assessment(kind="self-guide", text=text, finish_reason="stop"))
+        for step, text in zip(base.steps, texts)))
+    sequences = assessment_sequences(assessed, tokenizer, writer)
+    assert [s.turns for s in sequences] == [(i,) for i in range(len(texts))]
+    for index, (sequence, text) in enumerate(zip(sequences, texts)):
+        assert masked_text(tokenizer, sequence) == text + tokenizer.decode([tokenizer.eos_token_id])
+        prompt = render_prompt(tokenizer, writer.prompt(assessed.instruction, assessed.steps[:index],
+                                                        assessed.steps[index].observation))
+        assert tokenizer.decode(sequence.input_ids[: len(sequence.input_ids) - sequence.num_loss_tokens]) == prompt
+    # The action prompts show each turn's assessment (the current one and, with full history, the earlier ones).
+    prompts = PromptBuilder(assessment_template="Check: {assessment}")
+    last = turn_sequences(assessed, tokenizer, prompts)[-1]
+    shown = tokenizer.decode(last.input_ids)
+    assert all(f"Check: {text}" in shown for text in texts)
+    assert assessment_sequences(base, tokenizer, writer) == []

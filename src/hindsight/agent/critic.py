@@ -237,7 +237,7 @@ class NoCritic:
 # -- the template critic ------------------------------------------------------------
 
 # The planner's plans are at most a few times the size of the task; far beyond that it is lost.
-_PLAN_LIMIT = 10_000
+PLAN_LIMIT = 10_000
 
 
 def planner_distance(env: Any) -> float:
@@ -250,7 +250,7 @@ def planner_distance(env: Any) -> float:
         return 0.0 if env.is_success() else math.inf
     probe = copy.deepcopy(env)
     moves = 0
-    while not probe.done and moves < _PLAN_LIMIT:
+    while not probe.done and moves < PLAN_LIMIT:
         probe.step(probe.oracle_action())
         moves += 1
     return float(moves) if probe.is_success() else math.inf
@@ -276,7 +276,7 @@ def template_critique(attempt: Trajectory) -> str:
 
     if attempt.success:
         return "<reasoning>The attempt solved the task; the score is full.</reasoning>\n<critique>none</critique>"
-    env = make(attempt.env, **{**attempt.env_kwargs, "max_steps": _PLAN_LIMIT})
+    env = make(attempt.env, **{**attempt.env_kwargs, "max_steps": PLAN_LIMIT})
     env.reset(attempt.seed)
     score = f"The attempt scored {attempt.score:.2f} of 1."
     before = planner_distance(env)

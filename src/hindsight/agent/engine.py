@@ -5,6 +5,11 @@ every episode that is waiting for an action and sends them to the backend in a s
 `generate` call; finished episodes leave the pool and queued tasks take their slots.
 There is no per-episode generate loop, so a batched backend stays busy.
 
+A turn may hold two generations. With a `PreActionWriter` in the config (Self-Guide's
+self-assessment, ReFlAct's goal reflection), the engine first sends the writer's prompt
+of every episode in the pool in one `generate` call, then every action prompt, which
+shows the episode's fresh assessment, in a second call. The step records both.
+
 A task may carry a *prefix* of recorded turns that are replayed into the environment
 before the policy takes over. That is how a trajectory is branched: replay its first t
 turns, substitute an alternative action at turn t, then let any policy continue
@@ -21,7 +26,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequenc
 from hindsight.agent.parser import parse_response
 from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, INVALID_FEEDBACK, Memory, PromptBuilder
 from hindsight.llm.base import ModelBackend
-from hindsight.types import Completion, GenerationRequest, SamplingParams, Step, Trajectory
+from hindsight.types import Assessment, Completion, Conversation, GenerationRequest, SamplingParams, Step, Trajectory
 
 
 class RolloutEnv(Protocol):
@@ -46,6 +51,21 @@ class RolloutEnv(Protocol):
     def admissible_actions(self) -> Sequence[str]: ...
 
 
+class PreActionWriter(Protocol):
+    """A generation the policy writes before each action, shown to it in the action prompt."""
+
+    kind: str
+    max_new_tokens: int
+    # How the action prompt shows the assessment under the observation ("{assessment}" = its text).
+    shown_as: str
+
+    def prompt(self, instruction: str, history: Sequence[Step], observation: str) -> Conversation:
+        """The conversation that asks for the assessment at a turn (history = the steps so far)."""
+
+    def parse(self, completion: Completion) -> Assessment:
+        """The assessment a completion holds; an unreadable one is recorded, never raised."""
+
+
 class ReplayDivergence(RuntimeError):
     """Replaying a recorded prefix reached a different state than was recorded."""
 
@@ -60,6 +80,7 @@ class ReplayTurn:
 
     raw: str
     expected_state_key: str | None = None
+    assessment: Assessment | None = None
 
 
 @dataclass(frozen=True)
@@ -85,7 +106,8 @@ class RolloutConfig:
     environment's rules.
     `concurrency` bounds the pool (and so the batch size sent to the backend).
     `stop_action` lets the policy end an episode early (None disables it). `seed`
-    makes backend sampling reproducible: turn n of the run uses seed + n.
+    makes backend sampling reproducible: generate call n of the run uses seed + n.
+    `pre_action` writes an assessment before every action (see the module docstring).
     """
 
     memory: Memory = Memory(None)
@@ -96,10 +118,12 @@ class RolloutConfig:
     seed: int | None = 0
     model_name: str = ""
     split: str = "test"
+    pre_action: PreActionWriter | None = None
 
     def prompt_builder(self) -> PromptBuilder:
         """The prompts this configuration shows the policy (training rebuilds them with it)."""
-        return PromptBuilder(memory=self.memory, system_template=self.system_template)
+        shown_as = self.pre_action.shown_as if self.pre_action is not None else "{assessment}"
+        return PromptBuilder(memory=self.memory, system_template=self.system_template, assessment_template=shown_as)
 
 
 @dataclass
@@ -112,6 +136,7 @@ class _Episode:
     terminated: bool = False
     truncated: bool = False
     stopped_by_agent: bool = False
+    assessment: Assessment | None = None  # written at this turn, before the action
 
     @property
     def done(self) -> bool:
@@ -119,7 +144,7 @@ class _Episode:
 
 
 def apply_response(episode: _Episode, completion: Completion, stop_action: str | None) -> None:
-    """Parse a response, act on the environment and record the step."""
+    """Parse a response, act on the environment and record the step (with the turn's assessment)."""
     raw = completion.text
     if completion.error is not None:
         parsed_action, analysis, parse_error = None, None, f"backend error: {completion.error}"
@@ -153,8 +178,10 @@ def apply_response(episode: _Episode, completion: Completion, stop_action: str |
             token_ids=completion.token_ids,
             logprobs=completion.logprobs,
             admissible_actions=tuple(admissible) if admissible else None,
+            assessment=episode.assessment,
         )
     )
+    episode.assessment = None
     episode.observation, episode.info = observation, info
     episode.terminated, episode.truncated = bool(terminated), bool(truncated)
 
@@ -170,6 +197,7 @@ def _start(env: RolloutEnv, task: Task, stop_action: str | None) -> _Episode:
                 f"seed {task.seed}, turn {turn}: expected state {replay.expected_state_key!r}, "
                 f"got {episode.info['state_key']!r}"
             )
+        episode.assessment = replay.assessment
         apply_response(episode, Completion(text=replay.raw), stop_action)
     return episode
 
@@ -214,24 +242,42 @@ class RolloutEngine:
         self.prompts = config.prompt_builder()
         self._generate_calls = 0
 
-    def _sampling(self) -> SamplingParams:
+    def _sampling(self, max_new_tokens: int | None = None) -> SamplingParams:
+        """The sampling of the next generate call: its own seed, and its own budget if given."""
         params = self.config.sampling
-        if self.config.seed is not None:
-            params = SamplingParams(
-                temperature=params.temperature,
-                top_p=params.top_p,
-                max_new_tokens=params.max_new_tokens,
-                seed=self.config.seed + self._generate_calls,
-                stop=params.stop,
-            )
+        params = SamplingParams(
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_new_tokens=params.max_new_tokens if max_new_tokens is None else max_new_tokens,
+            seed=params.seed if self.config.seed is None else self.config.seed + self._generate_calls,
+            stop=params.stop,
+        )
         self._generate_calls += 1
         return params
 
     def request(self, episode: _Episode) -> GenerationRequest:
         messages = self.prompts.build(
-            episode.env.instruction, episode.steps, episode.observation, guidance=episode.task.guidance
+            episode.env.instruction, episode.steps, episode.observation, guidance=episode.task.guidance,
+            assessment=episode.assessment,
         )
         return GenerationRequest(messages=messages, env=episode.env)
+
+    def _generate(self, requests: list[GenerationRequest], params: SamplingParams) -> list[Completion]:
+        completions = self.policy.generate(requests, params)
+        if len(completions) != len(requests):
+            raise RuntimeError(
+                f"backend {self.policy.spec!r} returned {len(completions)} completions for {len(requests)} prompts"
+            )
+        return completions
+
+    def _assess(self, pool: Sequence[_Episode]) -> None:
+        """Every pooled episode's assessment for this turn, in one generate call."""
+        writer = self.config.pre_action
+        requests = [GenerationRequest(messages=writer.prompt(episode.env.instruction, episode.steps,
+                                                             episode.observation), env=episode.env)
+                    for episode in pool]
+        for episode, completion in zip(pool, self._generate(requests, self._sampling(writer.max_new_tokens))):
+            episode.assessment = writer.parse(completion)
 
     def iter_run(self, tasks: Iterable[Task]) -> Iterator[Trajectory]:
         """Yield trajectories as they finish (not in task order)."""
@@ -257,11 +303,9 @@ class RolloutEngine:
                     pool.append((position, episode))
             if not pool:
                 continue
-            completions = self.policy.generate([self.request(episode) for _, episode in pool], self._sampling())
-            if len(completions) != len(pool):
-                raise RuntimeError(
-                    f"backend {self.policy.spec!r} returned {len(completions)} completions for {len(pool)} prompts"
-                )
+            if self.config.pre_action is not None:
+                self._assess([episode for _, episode in pool])
+            completions = self._generate([self.request(episode) for _, episode in pool], self._sampling())
             still_running = []
             for (position, episode), completion in zip(pool, completions):
                 apply_response(episode, completion, self.config.stop_action)
@@ -276,7 +320,8 @@ def replay_prefix(trajectory: Trajectory, turns: int) -> tuple[ReplayTurn, ...]:
     """The first `turns` turns of a trajectory as a replayable prefix."""
     if not 0 <= turns <= trajectory.num_steps:
         raise ValueError(f"cannot replay {turns} turns of a {trajectory.num_steps}-step trajectory")
-    return tuple(ReplayTurn(raw=step.raw, expected_state_key=step.state_key) for step in trajectory.steps[:turns])
+    return tuple(ReplayTurn(raw=step.raw, expected_state_key=step.state_key, assessment=step.assessment)
+                 for step in trajectory.steps[:turns])
 
 
 def branch_task(trajectory: Trajectory, at: int, action: str, *, sample: int = 0, analysis: str = "") -> Task:

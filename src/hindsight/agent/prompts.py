@@ -2,7 +2,8 @@
 
 Prompt = system message (the environment's rules and the answer format, plus any
 guidance given for this episode, such as a critic's advice) + the history of earlier
-turns as user/assistant pairs + the current observation. The history mode decides how
+turns as user/assistant pairs + the current observation (followed by the assessment the
+policy wrote before acting at this turn, when the run asks for one). The history mode decides how
 many earlier turns are shown:
 
 - `full`: every earlier turn;
@@ -18,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from hindsight.types import ChatMessage, Conversation, Step
+from hindsight.types import Assessment, ChatMessage, Conversation, Step
 
 DEFAULT_SYSTEM_TEMPLATE = (
     "You are an agent solving a task step by step in a text environment.\n"
@@ -76,6 +77,9 @@ class PromptBuilder:
     memory: Memory = Memory(None)
     system_template: str = DEFAULT_SYSTEM_TEMPLATE
     guidance_template: str = DEFAULT_GUIDANCE_TEMPLATE
+    # How a turn's assessment (written before the action) is shown under the current
+    # observation; the writer of the assessment decides it (`PreActionWriter.shown_as`).
+    assessment_template: str = "{assessment}"
 
     def system(self, instruction: str, guidance: str = "") -> str:
         """The system message; non-empty `guidance` is appended to it."""
@@ -84,15 +88,28 @@ class PromptBuilder:
             text += "\n\n" + self.guidance_template.replace("{guidance}", guidance.strip())
         return text
 
-    def build(self, instruction: str, history: Sequence[Step], observation: str, guidance: str = "") -> Conversation:
+    def build(
+        self, instruction: str, history: Sequence[Step], observation: str, guidance: str = "",
+        assessment: Assessment | None = None,
+    ) -> Conversation:
+        """The action prompt of a turn; `assessment` is what the policy wrote before it at this turn.
+
+        Earlier turns show their own assessments the same way, so the history is the
+        sequence of (observation, assessment, action) the policy went through.
+        """
         shown = self.memory.visible(history)
         messages = [ChatMessage("system", self.system(instruction, guidance))]
         omitted = len(history) - len(shown)
         for position, step in enumerate(shown):
             prefix = f"(The first {omitted} turns are not shown.)\n" if position == 0 and omitted else ""
-            messages.append(ChatMessage("user", prefix + step.observation))
+            messages.append(ChatMessage("user", prefix + self._with_assessment(step.observation, step.assessment)))
             messages.append(ChatMessage("assistant", step.raw))
         if omitted and not shown:
             observation = f"(Turn {len(history) + 1}; earlier turns are not shown.)\n{observation}"
-        messages.append(ChatMessage("user", observation))
+        messages.append(ChatMessage("user", self._with_assessment(observation, assessment)))
         return tuple(messages)
+
+    def _with_assessment(self, observation: str, assessment: Assessment | None) -> str:
+        if assessment is None:
+            return observation
+        return observation + "\n\n" + self.assessment_template.replace("{assessment}", assessment.text.strip())

@@ -29,7 +29,7 @@ from typing import Any, Iterator, Mapping
 
 from hindsight.logs.reader import IssueHandler, LogIssue, _ignore, iter_json_lines, trajectory_files
 from hindsight.logs.schema import FORMAT as HINDSIGHT_FORMAT
-from hindsight.logs.schema import VERSION as HINDSIGHT_VERSION
+from hindsight.logs.schema import READABLE_VERSIONS
 from hindsight.logs.schema import SchemaError
 from hindsight.types import Step, Trajectory
 
@@ -159,7 +159,7 @@ def view_from_hindsight_record(record: Mapping[str, Any], source: str = "") -> T
     """A view of a native trajectory record, without building `Step` objects."""
     if record.get("kind") != "trajectory":
         raise SchemaError(f"not a trajectory record (kind={record.get('kind')!r})")
-    if record.get("version") != HINDSIGHT_VERSION:
+    if record.get("version") not in READABLE_VERSIONS:
         raise SchemaError(f"unsupported trajectory record version {record.get('version')!r}")
     try:
         steps = record["steps"]

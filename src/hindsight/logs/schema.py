@@ -1,9 +1,13 @@
-"""Trajectory log format, version 1 (documented in docs/log-format.md).
+"""Trajectory log format, version 2 (documented in docs/log-format.md).
 
 A trajectory file is JSON Lines. Its first line is a header record
-`{"kind": "header", "format": "hindsight.trajectories", "version": 1, ...}`; every
-following line is one trajectory record `{"kind": "trajectory", "version": 1, ...}`.
+`{"kind": "header", "format": "hindsight.trajectories", "version": 2, ...}`; every
+following line is one trajectory record `{"kind": "trajectory", "version": 2, ...}`.
 Records are plain JSON so other tools can read them without Hindsight.
+
+Version 2 added the optional `assessment` object of a step (what the policy wrote before
+its action: Self-Guide's self-assessment, ReFlAct's reflection). Version 1 records have
+no such field and read unchanged.
 """
 
 from __future__ import annotations
@@ -11,10 +15,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any, Mapping
 
-from hindsight.types import Step, Trajectory
+from hindsight.types import Assessment, Step, Trajectory
 
 FORMAT = "hindsight.trajectories"
-VERSION = 1
+VERSION = 2
+# Versions this reader understands; a record is read by the rules of its own version.
+READABLE_VERSIONS = (1, 2)
 
 
 class SchemaError(ValueError):
@@ -25,14 +31,25 @@ def header_record(**fields: Any) -> dict[str, Any]:
     return {"kind": "header", "format": FORMAT, "version": VERSION, **fields}
 
 
+def _drop_empty(record: dict[str, Any], optional: tuple[str, ...]) -> dict[str, Any]:
+    """Leave out optional fields that are None; tuples become lists."""
+    for key in optional:
+        if record[key] is None:
+            del record[key]
+        elif isinstance(record[key], tuple):
+            record[key] = list(record[key])
+    return record
+
+
+_OPTIONAL_STEP_FIELDS = ("parse_error", "finish_reason", "token_ids", "logprobs", "admissible_actions", "assessment")
+_OPTIONAL_ASSESSMENT_FIELDS = ("label", "parse_error", "finish_reason", "token_ids", "logprobs")
+
+
 def step_to_record(step: Step) -> dict[str, Any]:
     record = asdict(step)
-    for optional in ("parse_error", "finish_reason", "token_ids", "logprobs", "admissible_actions"):
-        if record[optional] is None:
-            del record[optional]
-        elif isinstance(record[optional], tuple):
-            record[optional] = list(record[optional])
-    return record
+    if record["assessment"] is not None:
+        record["assessment"] = _drop_empty(record["assessment"], _OPTIONAL_ASSESSMENT_FIELDS)
+    return _drop_empty(record, _OPTIONAL_STEP_FIELDS)
 
 
 def trajectory_to_record(trajectory: Trajectory) -> dict[str, Any]:
@@ -77,8 +94,22 @@ def _tuple_or_none(value: Any) -> tuple | None:
     return None if value is None else tuple(value)
 
 
+def assessment_from_record(record: Mapping[str, Any]) -> Assessment:
+    return Assessment(
+        kind=str(record["kind"]),
+        text=str(record.get("text", "")),
+        label=record.get("label"),
+        reward=float(record.get("reward", 0.0)),
+        parse_error=record.get("parse_error"),
+        finish_reason=record.get("finish_reason"),
+        token_ids=_tuple_or_none(record.get("token_ids")),
+        logprobs=_tuple_or_none(record.get("logprobs")),
+    )
+
+
 def step_from_record(record: Mapping[str, Any]) -> Step:
     try:
+        assessment = record.get("assessment")
         return Step(
             index=int(record["index"]),
             observation=str(record["observation"]),
@@ -95,8 +126,9 @@ def step_from_record(record: Mapping[str, Any]) -> Step:
             token_ids=_tuple_or_none(record.get("token_ids")),
             logprobs=_tuple_or_none(record.get("logprobs")),
             admissible_actions=_tuple_or_none(record.get("admissible_actions")),
+            assessment=None if assessment is None else assessment_from_record(assessment),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise SchemaError(f"bad step record: {exc!r}") from exc
 
 
@@ -104,8 +136,9 @@ def trajectory_from_record(record: Mapping[str, Any]) -> Trajectory:
     if record.get("kind") != "trajectory":
         raise SchemaError(f"not a trajectory record (kind={record.get('kind')!r})")
     version = record.get("version")
-    if version != VERSION:
-        raise SchemaError(f"unsupported trajectory record version {version!r} (this reader knows {VERSION})")
+    if version not in READABLE_VERSIONS:
+        raise SchemaError(f"unsupported trajectory record version {version!r} (this reader knows "
+                          f"{', '.join(map(str, READABLE_VERSIONS))})")
     try:
         return Trajectory(
             id=str(record.get("id", "")),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from hindsight.agent.engine import RolloutConfig
+from hindsight.agent.engine import PreActionWriter, RolloutConfig
 from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory
 from hindsight.algos.grpo import Aggregation
 from hindsight.configs import option
@@ -56,18 +56,30 @@ class TrainingBasics:
     tensorboard: bool = option(False, "mirror metrics to TensorBoard (in the run's tensorboard/ folder)")
     wandb_project: str = option("", "mirror metrics and the config to this Weights & Biases project "
                                     "(needs `pip install wandb`; WANDB_MODE=offline works without a network)")
+    self_guide: bool = option(False, "Self-Guide: before each action the policy writes a self-assessment of its "
+                                     "latest step (a reason and a label), shown in its action prompt; training "
+                                     "methods train it with the action")
+    assessment_max_new_tokens: int = option(48, "token budget of one self-assessment (self_guide)")
 
     def __post_init__(self) -> None:
         Memory.parse(self.memory)
         if self.keep_checkpoints < 0:
             raise ValueError("keep_checkpoints must be >= 0 (0 keeps every checkpoint)")
+        if self.assessment_max_new_tokens < 1:
+            raise ValueError("assessment_max_new_tokens must be >= 1")
+
+    def pre_action(self) -> PreActionWriter | None:
+        """What the policy writes before each action: Self-Guide's self-assessment, or nothing."""
+        from hindsight.agent.selfguide import SelfAssessor
+
+        return SelfAssessor(max_new_tokens=self.assessment_max_new_tokens) if self.self_guide else None
 
     def rollout_config(self, sampling: SamplingParams, split: str, seed: int | None = None) -> RolloutConfig:
         """How this run's policy is prompted and sampled."""
         return RolloutConfig(
             memory=Memory.parse(self.memory), system_template=self.system_prompt or DEFAULT_SYSTEM_TEMPLATE,
             sampling=sampling, concurrency=self.concurrency, seed=self.seed if seed is None else seed,
-            model_name=self.model, split=split,
+            model_name=self.model, split=split, pre_action=self.pre_action(),
         )
 
     def eval_settings(self) -> EvalSettings:

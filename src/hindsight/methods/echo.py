@@ -106,6 +106,8 @@ class ECHOConfig(PolicyGradientBasics):
             raise ValueError("critic_init_from needs critic: adapter")
         if self.uses_adapter_critic and self.full_finetune:
             raise ValueError("a critic adapter needs LoRA; set full_finetune: false or choose another critic")
+        if self.self_guide:
+            raise ValueError("self_guide is a GRPO switch (hindsight train grpo); ECHO does not train self-assessments")
 
     @property
     def uses_adapter_critic(self) -> bool:

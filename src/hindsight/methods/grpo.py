@@ -1,13 +1,17 @@
-"""Multi-turn GRPO: the baseline every other method builds on.
+"""Multi-turn GRPO, with DAPO's and Self-Guide's switches: the baseline every other method builds on.
 
 One update, top to bottom:
 
     tasks   next `tasks_per_update` seeds of the train split (a cursor, saved in checkpoints)
     rollout G trajectories per task with the pooled engine, sampling from the policy
-    reward  R = the trajectory's final task score (or success)
+            (self_guide: before each action the policy writes z_t, a self-assessment of its
+            latest step, and then acts with z_t in view)
+    reward  R = the trajectory's final task score (or success); with Self-Guide's
+            guidance_reward, R = R_env + λ(u)·Σ_t r_t, λ(u) the trust schedule
     adv     A = (R − mean_group) / (std_group + ε), shared by every generated token
             (drop_zero_variance: groups with equal returns leave the batch, as in DAPO)
-    loss    clipped importance ratio × A on the response tokens of every turn, averaged over
+    loss    clipped importance ratio × A on the response tokens of every turn (and of every
+            self-assessment: one objective trains z_t and a_t), averaged over
             each trajectory's tokens, then over trajectories (`aggregation`); k3 KL to the
             base model (adapters off) or the init policy (kl_reference) when kl_coef > 0
     step    AdamW, gradient clipping
@@ -25,27 +29,51 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.evaluate import summarize
 from hindsight.algos.grpo import group_advantages, nonzero_variance_groups
+from hindsight.algos.selfguide import TrustSchedule, shaped_return, update_progress
 from hindsight.configs import ConfigError, option
 from hindsight.methods.basics import PolicyGradientBasics
 from hindsight.methods.lifecycle import TrainingRun
 from hindsight.methods.metrics import update_metrics
 from hindsight.methods.model_setup import load_latest, load_trainable, make_optimizer
 from hindsight.train.distributed import Workers
-from hindsight.train.sequences import turn_sequences
+from hindsight.train.sequences import assessment_sequences, turn_sequences
 from hindsight.train.update import policy_gradient_update
-from hindsight.types import SamplingParams
+from hindsight.types import SamplingParams, Trajectory
 
 
 @dataclass(frozen=True)
 class GRPOConfig(PolicyGradientBasics):
     drop_zero_variance: bool = option(False, "DAPO: leave groups whose returns are all equal out of the batch "
                                              "(they then do not dilute the loss normalisation)")
+    guidance_reward: bool = option(False, "Self-Guide's guidance reward (needs self_guide): R = R_env + λ(u)·Σ_t r_t, "
+                                          "r_t = +0.1/0/−0.1 for a positive/neutral/negative self-assessment")
+    trust_start: float = option(0.4, "λ(u) is 0 until this fraction of the updates (guidance only)")
+    trust_full: float = option(0.5, "λ(u) ramps linearly to 1 by this fraction")
+    trust_hold_until: float = option(0.7, "λ(u) stays 1 until this fraction")
+    trust_end: float = option(0.8, "λ(u) anneals linearly to 0 by this fraction (trust_hold_until = trust_end = 1: "
+                                   "no annealing)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.trust_schedule()  # refuses breakpoints out of order
+        if self.guidance_reward and not self.self_guide:
+            raise ValueError("guidance_reward needs self_guide: true (the reward comes from the self-assessments)")
+
+    def trust_schedule(self) -> TrustSchedule:
+        return TrustSchedule(self.trust_start, self.trust_full, self.trust_hold_until, self.trust_end)
+
+    def guidance_weight(self, update: int) -> float:
+        """λ(u) of an update (0 without the guidance reward)."""
+        if not self.guidance_reward:
+            return 0.0
+        return self.trust_schedule().weight(update_progress(update, self.updates))
 
 
 def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> Path:
@@ -71,7 +99,8 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
     settings = config.update_settings()
     run.begin(model, {"policy": optimizer}, {"policy": scheduler}, config.schedule(), logs=("train",))
 
-    for step in run.steps(config.updates, "grpo", first_row={"rollout/env_steps": 0}):
+    first_row = {"rollout/env_steps": 0, **({"selfguide/lambda": config.guidance_weight(1)} if config.self_guide else {})}
+    for step in run.steps(config.updates, "grpo", first_row=first_row):
         # -- rollout: G samples of each task, all in one pool, returned task by task ---------
         run.phase("rollout")
         t0 = time.perf_counter()
@@ -85,32 +114,43 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
         trajectories = engine.run([Task(seed=s, sample=j) for s in seeds for j in range(config.group_size)])
         rollout_s = time.perf_counter() - t0
 
-        # -- reward and group-relative advantage (rows of `returns` are groups) --------------
-        returns = torch.tensor([config.trajectory_return(t) for t in trajectories]).view(len(seeds), config.group_size)
+        # -- reward (Self-Guide: + λ(u)·Σ_t r_t) and group-relative advantage ----------------
+        weight = config.guidance_weight(step)
+        env_returns = [config.trajectory_return(t) for t in trajectories]
+        returns = torch.tensor([shaped_return(value, assessment_labels(t), weight)
+                                for t, value in zip(trajectories, env_returns)]).view(len(seeds), config.group_size)
         advantages = group_advantages(returns, normalize_std=config.normalize_std).flatten().tolist()
         # DAPO: a group whose returns are all equal has no signal; leaving it out of the
         # batch keeps it from diluting the loss normalisation of the groups that have.
         trained = (nonzero_variance_groups(returns).repeat_interleave(config.group_size).tolist()
                    if config.drop_zero_variance else [True] * len(trajectories))
 
-        # -- loss and step: every turn of a trajectory shares its advantage ------------------
+        # -- loss and step: every generation of a trajectory (its actions, and its self-
+        #    assessments with Self-Guide) shares the trajectory's advantage -----------------
         run.phase("update")
         t1 = time.perf_counter()
         sequences, sequence_adv = [], []
         for trajectory, advantage, train in zip(trajectories, advantages, trained):
             if not train:
                 continue
-            for sequence in turn_sequences(trajectory, model.backend.tokenizer, rollout_config.prompt_builder()):
-                sequences.append(sequence)
-                sequence_adv.append(advantage)
+            generated = turn_sequences(trajectory, model.backend.tokenizer, rollout_config.prompt_builder())
+            if rollout_config.pre_action is not None:
+                generated += assessment_sequences(trajectory, model.backend.tokenizer, rollout_config.pre_action)
+            sequences += generated
+            sequence_adv += [advantage] * len(generated)
         stats = policy_gradient_update(model, sequences, sequence_adv, optimizer, scheduler, settings, workers)
         update_s = time.perf_counter() - t1
 
         # -- log ------------------------------------------------------------------------------
-        trajectories = workers.gather([
-            trajectory.with_meta(update=step, grpo={"return": value, "advantage": advantage})
-            for trajectory, advantage, value in zip(trajectories, advantages, returns.flatten().tolist())
-        ])
+        annotated = []
+        for trajectory, advantage, value, env_return in zip(trajectories, advantages, returns.flatten().tolist(),
+                                                             env_returns):
+            meta = {"update": step, "grpo": {"return": value, "advantage": advantage}}
+            if config.self_guide:
+                meta["selfguide"] = {"lambda": weight, "env_return": env_return,
+                                     "assessment_sum": assessment_sum(trajectory), "return": value}
+            annotated.append(trajectory.with_meta(**meta))
+        trajectories = workers.gather(annotated)
         returns = torch.tensor(workers.gather(returns.tolist()))
         run.env_steps += sum(t.num_steps for t in trajectories)
         run.write("train", trajectories)
@@ -125,6 +165,8 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
             "timing/rollout_s": rollout_s,
             "timing/update_s": update_s,
         }
+        if config.self_guide:
+            row.update(selfguide_metrics(trajectories, weight))
         if stats is not None:
             row.update({
                 **update_metrics("policy", stats, scheduler.get_last_lr()[0]),
@@ -134,4 +176,40 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
         run.end_step(step, row, f"rollout {rollout_s:.0f}s · update {update_s:.0f}s · "
                                 f"train success {rollout.success_rate:.2f}")
 
-    return run.finish(updates=config.updates, env_steps=run.env_steps)
+    final = {"selfguide/lambda": config.guidance_weight(config.updates)} if config.self_guide else {}
+    return run.finish(final_row=final, updates=config.updates, env_steps=run.env_steps)
+
+
+def assessment_labels(trajectory: Trajectory) -> list[str]:
+    """The labels of a trajectory's self-assessments (none without Self-Guide)."""
+    return [step.assessment.label for step in trajectory.steps
+            if step.assessment is not None and step.assessment.label is not None]
+
+
+def assessment_sum(trajectory: Trajectory) -> float:
+    """Σ_t r_t of a trajectory's self-assessments."""
+    return sum(step.assessment.reward for step in trajectory.steps if step.assessment is not None)
+
+
+def selfguide_metrics(trajectories: Sequence[Trajectory], weight: float) -> dict[str, float]:
+    """The label mix, parse failures and, where the environment has a planner, agreement with the oracle."""
+    from hindsight.agent.selfguide import label_agreement
+
+    assessments = [step.assessment for t in trajectories for step in t.steps if step.assessment is not None]
+    count = max(1, len(assessments))
+    row = {
+        "selfguide/lambda": weight,
+        "selfguide/assessments": len(assessments),
+        "selfguide/label_parse_failures": sum(a.parse_error is not None for a in assessments),
+        "selfguide/assessment_sum_mean": sum(map(assessment_sum, trajectories)) / max(1, len(trajectories)),
+        **{f"selfguide/{label}_rate": sum(a.label == label for a in assessments) / count
+           for label in ("positive", "neutral", "negative")},
+    }
+    try:
+        pairs = [label_agreement(t) for t in trajectories]
+    except NotImplementedError:  # an environment without a planner
+        return row
+    compared = sum(c for _, c in pairs)
+    if compared:
+        row["selfguide/label_agreement"] = sum(a for a, _ in pairs) / compared
+    return row

@@ -148,8 +148,9 @@ class TrainingRun(Generic[C]):
         if self._progress is not None:
             self._progress.advance(info)
 
-    def finish(self, **fields: Any) -> Path:
-        """The final evaluation (if scheduled), summary.json {kind, **fields, **evaluation}, logs closed."""
+    def finish(self, final_row: Mapping[str, Any] | None = None, **fields: Any) -> Path:
+        """The final evaluation (if scheduled) logged with `final_row`, summary.json
+        {kind, **fields, **evaluation}, logs closed."""
         self._require_begun()
         for writer in self._logs.values():
             writer.close()
@@ -159,7 +160,7 @@ class TrainingRun(Generic[C]):
             if split:
                 row, result = self._evaluate(split, self._schedule.final_episodes, f"eval-{split}-final",
                                              f"final_{split}")
-                self.log(self._total or self.start, row)
+                self.log(self._total or self.start, {**row, **(final_row or {})})
                 summary.update(result)
             self.dir.write_summary(summary)
         self._metrics.close()

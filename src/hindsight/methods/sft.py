@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.parser import parse_response
+from hindsight.agent.selfguide import with_oracle_assessments
 from hindsight.configs import option
 from hindsight.logs import read_trajectories
 from hindsight.methods.basics import SupervisedBasics
@@ -27,7 +28,7 @@ from hindsight.methods.model_setup import load_trainable
 from hindsight.methods.supervised import fit_supervised
 from hindsight.train.checkpoint import list_checkpoints
 from hindsight.train.distributed import single_process
-from hindsight.train.sequences import TrainingSequence, turn_sequences
+from hindsight.train.sequences import TrainingSequence, assessment_sequences, turn_sequences
 from hindsight.types import SamplingParams, Step, Trajectory
 
 
@@ -38,6 +39,14 @@ class SFTConfig(SupervisedBasics):
     action_only: bool = option(True, "train on `<action>X</action>` responses, dropping the demo's analysis text")
     eval_episodes: int = option(50, "tasks of the evaluation split after training (0 skips it)")
     eval_split: str = option("test", "split evaluated after training")
+    assessment_demos: str = option("", "self_guide: also teach self-assessments on these trajectories (a run directory "
+                                       "or .jsonl, e.g. a policy's own attempts with their mistakes): every step gets "
+                                       "the oracle's assessment, and only the assessment tokens are trained")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.assessment_demos and not self.self_guide:
+            raise ValueError("assessment_demos needs self_guide: true")
 
 
 def collect_demonstrations(config: SFTConfig) -> list[Trajectory]:
@@ -49,11 +58,9 @@ def collect_demonstrations(config: SFTConfig) -> list[Trajectory]:
         return [t for t in read_trajectories(config.demos) if t.success]
     env = make(config.env, **config.env_kwargs)
     seeds = env.split_seeds("train", config.demo_episodes)
-    engine = RolloutEngine(
-        lambda: make(config.env, **config.env_kwargs),
-        load_model(config.demos),
-        config.rollout_config(SamplingParams(temperature=0.0), "train"),
-    )
+    # The demonstrator only acts; self-assessments, if any, are the oracle's (added after).
+    rollout = replace(config.rollout_config(SamplingParams(temperature=0.0), "train"), pre_action=None)
+    engine = RolloutEngine(lambda: make(config.env, **config.env_kwargs), load_model(config.demos), rollout)
     return [t for t in engine.iter_run(Task(seed=s) for s in seeds) if t.success]
 
 
@@ -78,6 +85,8 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
             raise ValueError(f"no successful demonstrations from {config.demos!r}")
         if config.action_only:
             demos = [replace(t, steps=tuple(_action_only(s) for s in t.steps)) for t in demos]
+        if config.self_guide:
+            demos = [with_oracle_assessments(t, config.pre_action()) for t in demos]
         saved_demos.unlink(missing_ok=True)
         with run.dir.trajectory_writer("demos", env=config.env) as writer:
             for trajectory in demos:
@@ -85,11 +94,18 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
     collect_s = time.perf_counter() - started
 
     model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, config.full_finetune)
-    prompts = config.rollout_config(SamplingParams(), "train").prompt_builder()
-    sequences: list[TrainingSequence] = [
-        s for t in demos for s in turn_sequences(t, model.backend.tokenizer, prompts)
-    ]
-    data = {"data/demonstrations": len(demos), "data/sequences": len(sequences), "timing/collect_s": collect_s}
+    tokenizer = model.backend.tokenizer
+    rollout = config.rollout_config(SamplingParams(), "train")
+    sequences: list[TrainingSequence] = [s for t in demos for s in turn_sequences(t, tokenizer, rollout.prompt_builder())]
+    data = {"data/demonstrations": len(demos)}
+    if config.self_guide:
+        assessed = list(demos)
+        if config.assessment_demos:
+            assessed += [with_oracle_assessments(t, rollout.pre_action)
+                         for t in read_trajectories(config.assessment_demos) if t.env == config.env]
+        sequences += [s for t in assessed for s in assessment_sequences(t, tokenizer, rollout.pre_action)]
+        data["data/assessment_trajectories"] = len(assessed)
+    data.update({"data/sequences": len(sequences), "timing/collect_s": collect_s})
     steps = fit_supervised(run, model, "policy", sequences, data=data, area="sft",
                            schedule=config.schedule(config.eval_split, config.eval_episodes))
     return run.finish(optimizer_steps=steps)

@@ -11,7 +11,10 @@ padding tokens have mask 0, in both layouts:
 - one reply (`reply_sequence`): any chat prompt and the single answer generated for it
   (ECHO's critiques, supervised critic targets).
 
-Prompts include the trajectory's `guidance`, exactly as the engine showed it.
+Prompts include the trajectory's `guidance` and each step's assessment, exactly as the
+engine showed them. A step's assessment (Self-Guide's z_t) is a generation of its own:
+`assessment_sequences` gives one sequence per assessment, so one objective trains both
+the assessments and the actions.
 
 A response that ended on its own gets the tokenizer's end-of-turn token appended (the
 model must learn to stop); one cut off at the token budget does not.
@@ -103,8 +106,25 @@ def turn_sequences(
     for index in range(trajectory.num_steps) if turns is None else turns:
         step = trajectory.steps[index]
         messages = prompts.build(trajectory.instruction, trajectory.steps[:index], step.observation,
-                                 guidance=trajectory.guidance)
+                                 guidance=trajectory.guidance, assessment=step.assessment)
         sequences.append(reply_sequence(tokenizer, messages, response_ids(tokenizer, step), trajectory.id, (index,)))
+    return sequences
+
+
+def assessment_sequences(trajectory: Trajectory, tokenizer: ChatTokenizer, writer: Any) -> list[TrainingSequence]:
+    """One (assessment prompt + assessment) sequence per step that has an assessment.
+
+    `writer` is the run's `PreActionWriter`: it rebuilds the prompt the assessment was
+    written for from the steps before it, as the engine built it.
+    """
+    sequences = []
+    for step in trajectory.steps:
+        assessment = step.assessment
+        if assessment is None:
+            continue
+        messages = writer.prompt(trajectory.instruction, trajectory.steps[: step.index], step.observation)
+        response = reply_ids(tokenizer, assessment.text, assessment.token_ids, assessment.finish_reason)
+        sequences.append(reply_sequence(tokenizer, messages, response, trajectory.id, (step.index,)))
     return sequences
 
 
@@ -121,7 +141,7 @@ def episode_sequence(trajectory: Trajectory, tokenizer: ChatTokenizer, prompts: 
     consumed = ""
     for step in trajectory.steps:
         conversation = prompts.build(trajectory.instruction, trajectory.steps[: step.index], step.observation,
-                                     guidance=trajectory.guidance)
+                                     guidance=trajectory.guidance, assessment=step.assessment)
         text = render_prompt(tokenizer, conversation)
         if not text.startswith(consumed):
             raise ValueError("the chat template re-renders earlier turns differently; use turn_sequences")

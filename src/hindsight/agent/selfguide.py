@@ -1,0 +1,174 @@
+"""Self-Guide's agent side: the self-assessment prompt, its tolerant parser, and the oracle's labels.
+
+Before each action the policy judges its latest step (z_t): a short reason and a label in
+{negative, neutral, positive}, given the task, the starting situation and the steps so
+far. The action prompt then shows that judgement. At the first turn there is no step to
+judge yet; as in the paper, the policy still writes z_1, about the starting situation.
+
+A label that cannot be read counts as neutral and the assessment records why
+(`parse_error`), so a run can count the failures (`selfguide/label_parse_failures`).
+
+On the built-in environments the planner knows whether a step moved toward the goal:
+`oracle_labels` gives the label a perfect judge would have written at every turn. They
+measure the policy's own labels (`selfguide/label_agreement`) and are the targets of the
+SFT warm start that teaches a small model the format (`with_oracle_assessments`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from hindsight.algos.selfguide import Label, step_reward
+from hindsight.types import Assessment, ChatMessage, Completion, Conversation, Step, Trajectory
+
+KIND = "self-guide"
+
+SYSTEM = (
+    "You check how an agent is doing on a task, one step at a time. You judge only the latest step, "
+    "from what it changed."
+)
+
+REQUEST = (
+    "Task:\n{instruction}\n\nStarting situation:\n{start}\n\nSteps so far:\n{steps}\n\n"
+    "{question}\n"
+    "Use positive when the step clearly brought the task closer to done or found something needed later; "
+    "neutral when it neither helped nor hurt; negative when it wasted a move, undid progress, was refused "
+    "or left the agent stuck.\n"
+    "Answer in exactly two lines:\nReason: <one short sentence>\nLabel: <negative, neutral or positive>"
+)
+
+FIRST_TURN_QUESTION = "No step has been taken yet. Judge the starting situation: is the task still open?"
+LATER_QUESTION = "Judge step {number}, the latest one."
+
+# How the action prompt shows the assessment under the current observation.
+SHOWN_AS = "Your check of the latest step:\n{assessment}"
+
+_LABEL_LINE = re.compile(r"label\s*[:=\-]\s*\**\s*(negative|neutral|positive)\b", re.IGNORECASE)
+_REASON_LINE = re.compile(r"reason\s*[:=\-]\s*(.+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ParsedAssessment:
+    label: Label
+    reason: str
+    error: str | None
+
+
+def parse_assessment(text: str) -> ParsedAssessment:
+    """The label and reason of an answer; a missing or unknown label is neutral, with the error said."""
+    reason_match = _REASON_LINE.search(text)
+    reason = reason_match.group(1).strip() if reason_match else ""
+    labels = _LABEL_LINE.findall(text)
+    if not labels:
+        return ParsedAssessment(Label.NEUTRAL, reason, "no 'Label: negative|neutral|positive' line")
+    if len({label.lower() for label in labels}) > 1:
+        return ParsedAssessment(Label.NEUTRAL, reason, "more than one label")
+    return ParsedAssessment(Label(labels[0].lower()), reason, None)
+
+
+def render_steps(history: Sequence[Step]) -> str:
+    """The steps so far, one per line: the action as the environment took it and what it answered."""
+    if not history:
+        return "(none)"
+    lines = []
+    for step in history:
+        action = step.action if step.action is not None else "(no readable action)"
+        outcome = " ".join(step.feedback.split())
+        lines.append(f"{step.index + 1}. {action} -> {outcome}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class SelfAssessor:
+    """The policy's own self-assessment before each action (a `PreActionWriter` for the engine)."""
+
+    max_new_tokens: int = 48
+    kind: str = KIND
+    shown_as: str = SHOWN_AS
+
+    def prompt(self, instruction: str, history: Sequence[Step], observation: str) -> Conversation:
+        start = history[0].observation if history else observation
+        question = LATER_QUESTION.format(number=len(history)) if history else FIRST_TURN_QUESTION
+        request = (REQUEST.replace("{instruction}", instruction.strip()).replace("{start}", start.strip())
+                   .replace("{steps}", render_steps(history)).replace("{question}", question))
+        return (ChatMessage("system", SYSTEM), ChatMessage("user", request))
+
+    def parse(self, completion: Completion) -> Assessment:
+        if completion.error is not None:
+            parsed = ParsedAssessment(Label.NEUTRAL, "", f"backend error: {completion.error}")
+        else:
+            parsed = parse_assessment(completion.text)
+        return Assessment(
+            kind=self.kind, text=completion.text, label=parsed.label.value, reward=step_reward(parsed.label),
+            parse_error=parsed.error, finish_reason=completion.finish_reason if completion.error is None else None,
+            token_ids=completion.token_ids, logprobs=completion.logprobs,
+        )
+
+
+def oracle_labels(trajectory: Trajectory) -> list[Label | None]:
+    """The label a perfect judge gives at each turn: None at the first (no step yet), then for step t−1:
+
+    positive when the planner's distance to success shrank, negative when it grew, the
+    move was refused or unreadable, or the episode ended unsolved, neutral otherwise.
+    The trajectory is replayed on a fresh environment without a step budget.
+    """
+    from hindsight.agent.critic import PLAN_LIMIT, planner_distance
+    from hindsight.agent.engine import ReplayDivergence
+    from hindsight.envs import make
+
+    env = make(trajectory.env, **{**trajectory.env_kwargs, "max_steps": PLAN_LIMIT})
+    env.reset(trajectory.seed)
+    labels: list[Label | None] = [None]
+    before = planner_distance(env)
+    for step in trajectory.steps[:-1]:
+        if env.state_key() != step.state_key:
+            raise ReplayDivergence(f"{trajectory.id}: turn {step.index} does not replay to its recorded state")
+        env.step(step.action or "")
+        after = planner_distance(env)
+        if not step.valid or math.isinf(after) or after > before:
+            labels.append(Label.NEGATIVE)
+        elif after < before:
+            labels.append(Label.POSITIVE)
+        else:
+            labels.append(Label.NEUTRAL)
+        before = after
+    return labels[: trajectory.num_steps]
+
+
+def label_agreement(trajectory: Trajectory) -> tuple[int, int]:
+    """(turns whose self-assessment label equals the oracle's, turns compared); the first turn is not compared."""
+    oracle = oracle_labels(trajectory)
+    compared = agreed = 0
+    for step, expected in zip(trajectory.steps, oracle):
+        if expected is None or step.assessment is None or step.assessment.label is None:
+            continue
+        compared += 1
+        agreed += step.assessment.label == expected.value
+    return agreed, compared
+
+
+_ORACLE_REASONS = {
+    None: "No step has been taken yet; the task is open.",
+    Label.POSITIVE: "The last move brought the goal closer.",
+    Label.NEUTRAL: "The last move neither helped nor hurt.",
+    Label.NEGATIVE: "The last move did not bring the goal closer.",
+}
+
+
+def oracle_assessment_text(label: Label | None) -> str:
+    """The two-line answer a perfect judge writes (None: the first turn, judged neutral)."""
+    return f"Reason: {_ORACLE_REASONS[label]}\nLabel: {(label or Label.NEUTRAL).value}"
+
+
+def with_oracle_assessments(trajectory: Trajectory, assessor: SelfAssessor) -> Trajectory:
+    """The trajectory with the oracle's assessment at every turn (the SFT targets that teach the format)."""
+    steps = []
+    for step, label in zip(trajectory.steps, oracle_labels(trajectory)):
+        text = oracle_assessment_text(label)
+        parsed = parse_assessment(text)
+        steps.append(replace(step, assessment=Assessment(kind=assessor.kind, text=text, label=parsed.label.value,
+                                                         reward=step_reward(parsed.label), finish_reason="stop")))
+    return replace(trajectory, steps=tuple(steps))

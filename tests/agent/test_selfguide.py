@@ -1,0 +1,73 @@
+"""Self-Guide's agent side: the assessment prompt, the tolerant label parser, the oracle's labels."""
+
+import pytest
+
+from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
+from hindsight.agent.selfguide import (
+    SelfAssessor, label_agreement, oracle_labels, parse_assessment, with_oracle_assessments,
+)
+from hindsight.algos.selfguide import Label
+from hindsight.envs import make
+from hindsight.llm import load_model
+from hindsight.types import Completion
+
+from .fakes import RecordingBackend
+
+
+@pytest.mark.parametrize("text, label, error", [
+    ("Reason: it moved closer to G.\nLabel: positive", Label.POSITIVE, None),
+    ("reason - stuck at the wall\nLABEL = Negative.", Label.NEGATIVE, None),
+    ("Reason: nothing changed\n**Label:** neutral", Label.NEUTRAL, None),
+    ("Reason: hard to say\nLabel: great", Label.NEUTRAL, "no 'Label"),
+    ("The move was fine.", Label.NEUTRAL, "no 'Label"),
+    ("Label: positive\nLabel: negative", Label.NEUTRAL, "more than one label"),
+])
+def test_labels_are_parsed_tolerantly_and_unreadable_ones_are_neutral(text, label, error):
+    parsed = parse_assessment(text)
+    assert parsed.label == label
+    assert (parsed.error is None) if error is None else error in parsed.error
+
+
+def test_the_assessor_records_label_reward_and_failures():
+    assessor = SelfAssessor()
+    good = assessor.parse(Completion(text="Reason: closer.\nLabel: positive", token_ids=(1, 2), finish_reason="stop"))
+    assert (good.kind, good.label, good.reward, good.parse_error, good.token_ids) == (
+        "self-guide", "positive", 0.1, None, (1, 2))
+    bad = assessor.parse(Completion(text="", error="timeout"))
+    assert (bad.label, bad.reward) == ("neutral", 0.0) and "timeout" in bad.parse_error
+
+
+def oracle_runs(seeds, respond=None):
+    env = lambda: make("frozenlake", size=3, max_steps=6)  # noqa: E731
+    backend = load_model("oracle") if respond is None else RecordingBackend(respond)
+    return RolloutEngine(env, backend, RolloutConfig()).run(
+        [Task(seed=s) for s in seeds])
+
+
+def test_the_prompt_shows_the_task_the_start_and_every_step():
+    trajectory = oracle_runs([3])[0]
+    assessor = SelfAssessor()
+    first = assessor.prompt(trajectory.instruction, (), trajectory.steps[0].observation)[-1].content
+    assert "No step has been taken yet" in first and "(none)" in first
+    later = assessor.prompt(trajectory.instruction, trajectory.steps[:2], trajectory.steps[2].observation
+                            if trajectory.num_steps > 2 else trajectory.final_observation)[-1].content
+    assert trajectory.steps[0].observation.strip() in later and "Judge step 2" in later
+    assert f"2. {trajectory.steps[1].action} ->" in later
+
+
+def test_oracle_labels_follow_the_planner():
+    for trajectory in oracle_runs(range(8)):
+        labels = oracle_labels(trajectory)
+        # The planner's own moves always shorten the plan.
+        assert labels == [None] + [Label.POSITIVE] * (trajectory.num_steps - 1)
+    # An answer with no action is refused: the next turn's label is negative.
+    wrong = oracle_runs([0], respond=lambda request: "<action>jump</action>")[0]
+    assert oracle_labels(wrong) == [None] + [Label.NEGATIVE] * (wrong.num_steps - 1)
+
+
+def test_oracle_assessments_are_well_formed_and_agree_with_themselves():
+    trajectory = with_oracle_assessments(oracle_runs([5])[0], SelfAssessor())
+    assert all(parse_assessment(step.assessment.text).error is None for step in trajectory.steps)
+    assert trajectory.steps[0].assessment.label == "neutral"
+    agreed, compared = label_agreement(trajectory)
+    assert compared == trajectory.num_steps - 1 and agreed == compared

@@ -1,0 +1,102 @@
+"""Self-Guide on the GRPO loop, end to end on a tiny random model.
+
+The tiny model writes no readable label, so its assessments are all neutral parse failures;
+a test that needs labels replaces the assessor's parser with one that labels by the
+sampled text. Everything downstream of the label (step rewards, λ(u), the shaped return,
+the advantages, the sequences trained, the logs) is the real code.
+"""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from hindsight.agent.selfguide import SelfAssessor
+from hindsight.configs import ConfigError, from_mapping
+from hindsight.logs import read_trajectories
+from hindsight.methods.grpo import GRPOConfig, train_grpo
+from hindsight.methods.sft import SFTConfig, train_sft
+
+from .test_training_loops import grpo_config, read_metrics
+
+
+_parse = SelfAssessor.parse
+
+
+def label_by_length(self, completion):
+    """Positive for an even-length answer, negative for an odd one."""
+    assessment = _parse(self, completion)
+    label = "positive" if len(completion.text) % 2 == 0 else "negative"
+    return replace(assessment, label=label, reward=0.1 if label == "positive" else -0.1, parse_error=None)
+
+
+def test_selfguide_assesses_every_turn_shapes_the_return_and_trains_both(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(SelfAssessor, "parse", label_by_length)
+    config = grpo_config(tiny_model_dir, self_guide=True, guidance_reward=True, updates=4, eval_every=0,
+                         final_eval_episodes=2, assessment_max_new_tokens=5, kl_coef=0.0,
+                         trust_start=0.25, trust_full=0.5, trust_hold_until=0.5, trust_end=1.0)
+    run = train_grpo(config, tmp_path / "sg")
+    rows = read_metrics(run)
+    # λ(u) at u = 0, .25, .5, .75: 0, 0 (entry), 1 (full), 0.5 (annealing); the final row too.
+    assert [row["selfguide/lambda"] for row in rows] == pytest.approx([0.0, 0.0, 0.0, 1.0, 0.5, 0.5])
+    trained = list(read_trajectories(run / "trajectories" / "train.jsonl"))
+    assert len(trained) == 4 * 2 * 2
+    for trajectory in trained:
+        assert all(step.assessment is not None and step.assessment.kind == "self-guide" for step in trajectory.steps)
+        sg = trajectory.meta["selfguide"]
+        labels = [step.assessment.label for step in trajectory.steps]
+        assert sg["assessment_sum"] == pytest.approx(0.1 * (labels.count("positive") - labels.count("negative")))
+        assert sg["return"] == pytest.approx(sg["env_return"] + sg["lambda"] * sg["assessment_sum"])
+        assert trajectory.meta["grpo"]["return"] == pytest.approx(sg["return"])
+    # A trajectory trains as pairs (each action and its assessment, tests/train/test_sequences.py);
+    # groups of equal returns carry no gradient and are skipped without a KL term.
+    assert all(row.get("policy/sequences", 0) % 2 == 0 for row in rows[1:5])
+    assert any(row.get("policy/sequences") for row in rows[3:5]), "with λ > 0 the labels separate group members"
+    evaluated = list(read_trajectories(run / "trajectories" / "eval-test-final.jsonl"))
+    assert evaluated and all(step.assessment is not None for t in evaluated for step in t.steps)
+
+
+def test_unreadable_labels_are_neutral_and_counted(tiny_model_dir, tmp_path):
+    run = train_grpo(grpo_config(tiny_model_dir, self_guide=True, guidance_reward=True, updates=1, eval_every=0,
+                                 final_eval_split="", trust_start=0.0, trust_full=0.0, assessment_max_new_tokens=4),
+                     tmp_path / "sg")
+    row = read_metrics(run)[-1]
+    assert row["selfguide/lambda"] == 1.0
+    assert row["selfguide/label_parse_failures"] == row["selfguide/assessments"] > 0
+    assert row["selfguide/neutral_rate"] == 1.0 and row["selfguide/assessment_sum_mean"] == 0.0
+    assert 0.0 <= row["selfguide/label_agreement"] <= 1.0
+
+
+def test_sft_teaches_the_assessment_format_from_the_oracle(tiny_model_dir, tmp_path):
+    attempts = tmp_path / "attempts"
+    run = train_sft(SFTConfig(model=f"hf:{tiny_model_dir}", env_kwargs={"size": 3}, demo_episodes=4, epochs=1,
+                              batch_size=4, micro_batch_size=4, warmup_steps=0, eval_episodes=0, self_guide=True),
+                    attempts)
+    demos = list(read_trajectories(run / "trajectories" / "demos.jsonl"))
+    assert all(step.assessment.text.startswith("Reason:") for t in demos for step in t.steps)
+    data = read_metrics(run)[0]
+    # Every demonstrated turn gives two sequences: its assessment and its action.
+    assert data["data/sequences"] == 2 * sum(t.num_steps for t in demos)
+    more = train_sft(SFTConfig(model=f"hf:{tiny_model_dir}", env_kwargs={"size": 3}, demo_episodes=4, epochs=1,
+                               batch_size=4, micro_batch_size=4, warmup_steps=0, eval_episodes=0, self_guide=True,
+                               assessment_demos=str(run / "trajectories" / "demos.jsonl")), tmp_path / "more")
+    extra = read_metrics(more)[0]
+    assert extra["data/assessment_trajectories"] == 2 * len(demos)
+    assert extra["data/sequences"] == 3 * sum(t.num_steps for t in demos)
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"guidance_reward": True}, "needs self_guide"),
+    ({"self_guide": True, "guidance_reward": True, "trust_start": 0.6}, "start <= full"),
+    ({"self_guide": True, "assessment_max_new_tokens": 0}, "assessment_max_new_tokens"),
+])
+def test_bad_selfguide_configs_are_refused(values, message):
+    with pytest.raises(ConfigError, match=message):
+        from_mapping(GRPOConfig, values)
+
+
+def test_echo_refuses_self_guide():
+    from hindsight.methods.echo import ECHOConfig
+
+    with pytest.raises(ConfigError, match="GRPO switch"):
+        from_mapping(ECHOConfig, {"self_guide": True})
