@@ -306,7 +306,7 @@ def train_echo(config: ECHOConfig, out: str | Path, *, resume: bool = False) -> 
     run.begin(model, optimizers, schedulers, config.schedule(), logs=("train", "initial"),
               evaluate=echo_evaluator(config, critic, model, run.dir))
 
-    for step in run.steps(config.updates, "echo", first_row={"rollout/env_steps": 0}):
+    for step in run.steps(config.updates, "echo", with_first_eval={"rollout/env_steps": 0}):
         cursor = (step - 1) * config.tasks_per_update
         seeds = train_seeds[cursor : cursor + config.tasks_per_update]
         groups = [f"{step}:{seed}" for seed in seeds]

@@ -99,8 +99,8 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
     settings = config.update_settings()
     run.begin(model, {"policy": optimizer}, {"policy": scheduler}, config.schedule(), logs=("train",))
 
-    first_row = {"rollout/env_steps": 0, **({"selfguide/lambda": config.guidance_weight(1)} if config.self_guide else {})}
-    for step in run.steps(config.updates, "grpo", first_row=first_row):
+    first_eval = {"rollout/env_steps": 0, **({"selfguide/lambda": config.guidance_weight(1)} if config.self_guide else {})}
+    for step in run.steps(config.updates, "grpo", with_first_eval=first_eval):
         # -- rollout: G samples of each task, all in one pool, returned task by task ---------
         run.phase("rollout")
         t0 = time.perf_counter()

@@ -100,11 +100,15 @@ class TrainingRun(Generic[C]):
         if self.main:
             self._logs = {name: self.dir.trajectory_writer(name, env=self.config.env, split="train") for name in logs}
 
-    def steps(self, total: int, description: str, first_row: Mapping[str, Any] | None = None) -> Iterator[int]:
+    def steps(
+        self, total: int, description: str, first_row: Mapping[str, Any] | None = None,
+        with_first_eval: Mapping[str, Any] | None = None,
+    ) -> Iterator[int]:
         """The steps still to run, 1-based, under a progress bar.
 
-        A new run first logs a step-0 row: `first_row` plus, when the schedule evaluates
-        during the run, an evaluation on the validation split.
+        A new run first logs a step-0 row: `first_row` (e.g. the data's size) and, when the
+        schedule evaluates during the run, an evaluation on the validation split with the
+        entries of `with_first_eval`. Nothing is logged at step 0 when neither applies.
         """
         self._require_begun()
         self._total = total
@@ -113,6 +117,7 @@ class TrainingRun(Generic[C]):
             if self._schedule.eval_every:
                 row.update(self._evaluate("validation", self._schedule.eval_episodes, "eval-validation-000000",
                                           "eval")[0])
+                row.update(with_first_eval or {})
             if row:
                 self.log(0, row)
         with TrainingProgress(total, description, completed=self.start, enabled=self.main) as progress:
