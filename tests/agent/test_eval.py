@@ -112,3 +112,16 @@ def test_interrupted_eval_keeps_finished_trajectories_and_says_so(tmp_path, monk
     summary = json.loads((tmp_path / "i" / "summary.json").read_text())
     assert summary["interrupted"] is True
     assert summary["episodes"] == 4 == len(list(read_trajectories(tmp_path / "i")))
+
+
+def test_self_guide_at_inference_records_an_assessment_before_every_action(tmp_path, capsys):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(["Reason: nothing done yet.\nLabel: neutral", "<action>left</action>",
+                                  "Reason: a wall.\nLabel: negative", "<action>right</action>"]))
+    out = tmp_path / "sg"
+    assert main(["eval", "--env", "frozenlake", "--model", f"scripted:{script}", "--episodes", "1", "--max-steps", "2",
+                 "--self-guide", "--out", str(out), "--json"]) == 0
+    (trajectory,) = read_trajectories(out)
+    assert [s.action for s in trajectory.steps] == ["left", "right"]
+    assert [(s.assessment.label, s.assessment.reward) for s in trajectory.steps] == [("neutral", 0.0),
+                                                                                     ("negative", -0.1)]

@@ -188,3 +188,47 @@ def test_kl_reference_init_anchors_grpo_to_its_sft_start(tiny_lora_model_dir, tm
     assert not any(".reference." in name for name in saved)  # rebuilt from init_from, never saved
     with pytest.raises(ValueError, match="needs init_from"):
         grpo_config(tiny_lora_model_dir, kl_reference="init")
+
+
+def test_dynamic_sampling_fills_the_batch_with_informative_groups():
+    from hindsight.methods.grpo import refill_informative_groups
+    from hindsight.types import Trajectory
+
+    def episode(seed, sample, score):
+        return Trajectory(env="line", seed=seed, instruction="", steps=(), final_observation="", final_state_key="",
+                          success=score == 1, score=score, terminated=True, truncated=False, id=f"line:{seed}:{sample}",
+                          meta={"steps": 2})
+
+    scores = {10: (0, 0), 11: (1, 1), 20: (0, 1), 21: (1, 1), 30: (1, 0), 31: (0, 1)}
+
+    class Engine:
+        def __init__(self):
+            self.calls = []
+
+        def run(self, tasks):
+            self.calls.append([(t.seed, t.sample) for t in tasks])
+            return [episode(t.seed, t.sample, scores[t.seed][t.sample % 2]) for t in tasks]
+
+    first = [episode(s, j, scores[s][j]) for s in (10, 11) for j in range(2)]
+    engine = Engine()
+    batch, _, rounds = refill_informative_groups(engine, first, iter([[20, 21], [30, 31], [40, 41]]), 2,
+                                                 lambda t: t.score)
+    # Round 1 finds one informative group (20), round 2 two more (30, 31): the batch takes
+    # the first two; round 3 is never drawn. Each round samples under new sample numbers.
+    assert rounds == 2 and engine.calls == [[(20, 2), (20, 3), (21, 2), (21, 3)], [(30, 4), (30, 5), (31, 4), (31, 5)]]
+    assert [t.id for t in batch] == ["line:20:2", "line:20:3", "line:30:4", "line:30:5"]
+    # When the rounds run out, uninformative groups keep the batch at its size.
+    engine = Engine()
+    batch, _, rounds = refill_informative_groups(engine, first, iter([[21, 11]]), 2, lambda t: t.score)
+    assert rounds == 1 and [t.seed for t in batch] == [10, 10, 11, 11]
+
+
+def test_dynamic_sampling_counts_every_sampled_episode(tiny_model_dir, tmp_path):
+    # The tiny model never succeeds: no group is informative, so every refill round is drawn.
+    plain = read_metrics(train_grpo(grpo_config(tiny_model_dir, updates=1, eval_every=0, final_eval_split=""),
+                                    tmp_path / "plain"))[-1]
+    refilled = read_metrics(train_grpo(grpo_config(tiny_model_dir, updates=1, eval_every=0, final_eval_split="",
+                                                   dynamic_sampling=True, max_refills=2), tmp_path / "dyn"))[-1]
+    assert refilled["rollout/refills"] == 2
+    assert refilled["rollout/env_steps"] > plain["rollout/env_steps"]
+    assert refilled["policy/sequences"] == plain["policy/sequences"]  # the batch keeps its size

@@ -45,10 +45,16 @@ class EvalConfig:
     #: System prompt ({instruction} = the env's rules); empty = the default. A trained
     #: adapter is evaluated with the prompt it was trained on.
     system_prompt: str = ""
+    #: Self-Guide at inference (ReAct+SG): before each action the model writes a
+    #: self-assessment of its latest step, shown in its action prompt.
+    self_guide: bool = False
+    assessment_max_new_tokens: int = 48
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
             raise ValueError("episodes must be >= 1")
+        if self.assessment_max_new_tokens < 1:
+            raise ValueError("assessment_max_new_tokens must be >= 1")
         Memory.parse(self.memory)
 
 
@@ -125,6 +131,7 @@ def run_eval(
     Raises `EnvError` / `ModelError` for an unknown environment or model before any
     work starts.
     """
+    from hindsight.agent.selfguide import SelfAssessor
     from hindsight.envs import make
     from hindsight.llm import ModelSpec, load_model, parse_spec
 
@@ -153,6 +160,7 @@ def run_eval(
         seed=config.seed,
         model_name=config.model,
         split=config.split,
+        pre_action=SelfAssessor(max_new_tokens=config.assessment_max_new_tokens) if config.self_guide else None,
     )
     if on_start is not None:
         on_start(len(seeds))

@@ -26,6 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--system-prompt", default="",
                         help="system prompt ({instruction} = the env's rules; default: the rules and answer format)")
+    parser.add_argument("--self-guide", action="store_true",
+                        help="Self-Guide at inference (ReAct+SG): before each action the model writes a "
+                             "self-assessment of its latest step, shown in its action prompt")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_threads_option(parser)
     parser.set_defaults(run=run)
@@ -56,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens,
             max_steps=args.max_steps,
             system_prompt=args.system_prompt,
+            self_guide=args.self_guide,
         )
         # Check the env id and options and the model spec before anything slow starts.
         make(config.env, **config.env_kwargs)

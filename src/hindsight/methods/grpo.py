@@ -9,7 +9,8 @@ One update, top to bottom:
     reward  R = the trajectory's final task score (or success); with Self-Guide's
             guidance_reward, R = R_env + λ(u)·Σ_t r_t, λ(u) the trust schedule
     adv     A = (R − mean_group) / (std_group + ε), shared by every generated token
-            (drop_zero_variance: groups with equal returns leave the batch, as in DAPO)
+            (drop_zero_variance: groups with equal returns leave the batch, as in DAPO;
+            dynamic_sampling: more tasks are rolled out until informative groups fill it)
     loss    clipped importance ratio × A on the response tokens of every turn (and of every
             self-assessment: one objective trains z_t and a_t), averaged over
             each trajectory's tokens, then over trajectories (`aggregation`); k3 KL to the
@@ -29,7 +30,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterable, Sequence
 
 import torch
 
@@ -52,6 +53,10 @@ from hindsight.types import SamplingParams, Trajectory
 class GRPOConfig(PolicyGradientBasics):
     drop_zero_variance: bool = option(False, "DAPO: leave groups whose returns are all equal out of the batch "
                                              "(they then do not dilute the loss normalisation)")
+    dynamic_sampling: bool = option(False, "DAPO's dynamic sampling: when fewer than tasks_per_update groups of an "
+                                           "update have unequal returns, roll out more tasks (up to max_refills "
+                                           "rounds) and fill the batch with informative groups")
+    max_refills: int = option(2, "dynamic_sampling: extra rounds of tasks_per_update tasks one update may draw")
     guidance_reward: bool = option(False, "Self-Guide's guidance reward (needs self_guide): R = R_env + λ(u)·Σ_t r_t, "
                                           "r_t = +0.1/0/−0.1 for a positive/neutral/negative self-assessment")
     trust_start: float = option(0.4, "λ(u) is 0 until this fraction of the updates (guidance only)")
@@ -63,6 +68,8 @@ class GRPOConfig(PolicyGradientBasics):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.trust_schedule()  # refuses breakpoints out of order
+        if self.max_refills < 0:
+            raise ValueError("max_refills must be >= 0")
         if self.guidance_reward and not self.self_guide:
             raise ValueError("guidance_reward needs self_guide: true (the reward comes from the self-assessments)")
 
@@ -111,11 +118,21 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
             seed=config.seed * 1_000_003 + step * 1_000 + 100 * workers.rank,  # own noise per process
         )
         engine = RolloutEngine(env_factory, model.backend, rollout_config)
-        trajectories = engine.run([Task(seed=s, sample=j) for s in seeds for j in range(config.group_size)])
+        trajectories = engine.run(group_tasks(seeds, config.group_size))
+        weight = config.guidance_weight(step)
+        sampled_steps, refills = sum(t.num_steps for t in trajectories), 0
+        if config.dynamic_sampling:
+            # DAPO: refill the batch with informative groups of fresh tasks (ids stay unique:
+            # each round samples under its own range of sample numbers).
+            shaped = lambda t: shaped_return(config.trajectory_return(t), assessment_labels(t), weight)  # noqa: E731
+            stride = max(1, len(train_seeds) // (config.max_refills + 1))
+            more = (workers.shard([train_seeds[(cursor + r * stride + i) % len(train_seeds)]
+                                   for i in range(config.tasks_per_update)]) for r in range(1, config.max_refills + 1))
+            trajectories, sampled_steps, refills = refill_informative_groups(
+                engine, trajectories, more, config.group_size, shaped)
         rollout_s = time.perf_counter() - t0
 
         # -- reward (Self-Guide: + λ(u)·Σ_t r_t) and group-relative advantage ----------------
-        weight = config.guidance_weight(step)
         env_returns = [config.trajectory_return(t) for t in trajectories]
         returns = torch.tensor([shaped_return(value, assessment_labels(t), weight)
                                 for t, value in zip(trajectories, env_returns)]).view(len(seeds), config.group_size)
@@ -152,7 +169,8 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
             annotated.append(trajectory.with_meta(**meta))
         trajectories = workers.gather(annotated)
         returns = torch.tensor(workers.gather(returns.tolist()))
-        run.env_steps += sum(t.num_steps for t in trajectories)
+        # Every episode sampled counts, also those dynamic sampling left out of the batch.
+        run.env_steps += int(workers.sum([sampled_steps])[0])
         run.write("train", trajectories)
         rollout = summarize(trajectories)
         row = {
@@ -162,6 +180,7 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
             "rollout/invalid_rate": rollout.invalid_rate,
             "rollout/zero_variance_groups": float((~nonzero_variance_groups(returns)).float().mean()),
             "rollout/env_steps": run.env_steps,
+            **({"rollout/refills": refills} if config.dynamic_sampling else {}),
             "timing/rollout_s": rollout_s,
             "timing/update_s": update_s,
         }
@@ -178,6 +197,38 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
 
     final = {"selfguide/lambda": config.guidance_weight(config.updates)} if config.self_guide else {}
     return run.finish(final_row=final, updates=config.updates, env_steps=run.env_steps)
+
+
+def group_tasks(seeds: Sequence[int], group_size: int, first_sample: int = 0) -> list[Task]:
+    """G tasks per seed, task by task (rows of a group-returns matrix)."""
+    return [Task(seed=s, sample=first_sample + j) for s in seeds for j in range(group_size)]
+
+
+def refill_informative_groups(
+    engine: RolloutEngine, trajectories: Sequence[Trajectory], refills: Iterable[Sequence[int]], group_size: int,
+    value: Callable[[Trajectory], float],
+) -> tuple[list[Trajectory], int, int]:
+    """DAPO's dynamic sampling: keep drawing groups until the batch holds as many informative ones as it has groups.
+
+    `trajectories` are the update's groups, task by task; `refills` yields the seeds of
+    each further round. A group is informative when its returns (`value`) are not all
+    equal. The batch is the first informative groups in sampling order, then, if the
+    rounds ran out, uninformative ones, so its size never changes. Returns (the batch,
+    group by group; the env steps of every episode sampled; the rounds drawn).
+    """
+    wanted = len(trajectories) // group_size
+    groups = [list(trajectories[i : i + group_size]) for i in range(0, len(trajectories), group_size)]
+    informative = lambda group: len({value(t) for t in group}) > 1  # noqa: E731
+    env_steps, rounds = sum(t.num_steps for t in trajectories), 0
+    for seeds in refills:
+        if sum(map(informative, groups)) >= wanted:
+            break
+        rounds += 1
+        more = engine.run(group_tasks(seeds, group_size, first_sample=rounds * group_size))
+        env_steps += sum(t.num_steps for t in more)
+        groups += [more[i : i + group_size] for i in range(0, len(more), group_size)]
+    batch = ([g for g in groups if informative(g)] + [g for g in groups if not informative(g)])[:wanted]
+    return [t for group in batch for t in group], env_steps, rounds
 
 
 def assessment_labels(trajectory: Trajectory) -> list[str]:
