@@ -125,3 +125,29 @@ def test_self_guide_at_inference_records_an_assessment_before_every_action(tmp_p
     assert [s.action for s in trajectory.steps] == ["left", "right"]
     assert [(s.assessment.label, s.assessment.reward) for s in trajectory.steps] == [("neutral", 0.0),
                                                                                      ("negative", -0.1)]
+
+
+def test_reflact_at_inference_reflects_on_the_goal_before_every_action(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(["The goal G is two cells down.", "<action>down</action>",
+                                  "", "<action>down</action>"]))
+    run = run_eval(EvalConfig(env="frozenlake", model=f"scripted:{script}", episodes=1, max_steps=2, reflact=True,
+                              out=str(tmp_path / "r")))
+    (trajectory,) = read_trajectories(run)
+    notes = [step.assessment for step in trajectory.steps]
+    assert [(n.kind, n.label, n.reward) for n in notes] == [("reflection", None, 0.0)] * 2
+    assert notes[0].text == "The goal G is two cells down." and notes[0].parse_error is None
+    assert notes[1].parse_error == "empty reflection"
+    with pytest.raises(ValueError, match="choose one"):
+        EvalConfig(env="frozenlake", model="oracle", self_guide=True, reflact=True)
+
+
+def test_the_goal_reflection_prompt_shows_task_steps_and_situation():
+    from hindsight.agent.reflection import GoalReflector
+    from hindsight.types import Step
+
+    step = Step(index=0, observation="You are at A.", state_key="a", raw="", action="left", analysis=None, valid=True,
+                reward=0.0, score=0.0, feedback="You are at B.")
+    (system, user) = GoalReflector().prompt("Reach G.", [step], "You are at B.")
+    assert "Reach G." in user.content and "1. left -> You are at B." in user.content
+    assert user.content.index("Current situation:\nYou are at B.") > user.content.index("Steps so far")

@@ -6,7 +6,6 @@ sampled text. Everything downstream of the label (step rewards, λ(u), the shape
 the advantages, the sequences trained, the logs) is the real code.
 """
 
-import json
 from dataclasses import replace
 
 import pytest

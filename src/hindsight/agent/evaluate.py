@@ -48,6 +48,8 @@ class EvalConfig:
     #: Self-Guide at inference (ReAct+SG): before each action the model writes a
     #: self-assessment of its latest step, shown in its action prompt.
     self_guide: bool = False
+    #: ReFlAct at inference: before each action the model reflects on the goal state.
+    reflact: bool = False
     assessment_max_new_tokens: int = 48
 
     def __post_init__(self) -> None:
@@ -55,6 +57,8 @@ class EvalConfig:
             raise ValueError("episodes must be >= 1")
         if self.assessment_max_new_tokens < 1:
             raise ValueError("assessment_max_new_tokens must be >= 1")
+        if self.self_guide and self.reflact:
+            raise ValueError("choose one of self_guide and reflact: each writes the one note before an action")
         Memory.parse(self.memory)
 
 
@@ -117,6 +121,18 @@ def evaluate_policy(
     return finished, summarize(finished, time.perf_counter() - started)
 
 
+def pre_action_writer(config: EvalConfig) -> Any:
+    """What the model writes before each action: a self-assessment (ReAct+SG), a goal reflection (ReFlAct) or nothing."""
+    from hindsight.agent.reflection import GoalReflector
+    from hindsight.agent.selfguide import SelfAssessor
+
+    if config.self_guide:
+        return SelfAssessor(max_new_tokens=config.assessment_max_new_tokens)
+    if config.reflact:
+        return GoalReflector(max_new_tokens=config.assessment_max_new_tokens)
+    return None
+
+
 def run_eval(
     config: EvalConfig,
     *,
@@ -131,7 +147,6 @@ def run_eval(
     Raises `EnvError` / `ModelError` for an unknown environment or model before any
     work starts.
     """
-    from hindsight.agent.selfguide import SelfAssessor
     from hindsight.envs import make
     from hindsight.llm import ModelSpec, load_model, parse_spec
 
@@ -160,7 +175,7 @@ def run_eval(
         seed=config.seed,
         model_name=config.model,
         split=config.split,
-        pre_action=SelfAssessor(max_new_tokens=config.assessment_max_new_tokens) if config.self_guide else None,
+        pre_action=pre_action_writer(config),
     )
     if on_start is not None:
         on_start(len(seeds))

@@ -29,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--self-guide", action="store_true",
                         help="Self-Guide at inference (ReAct+SG): before each action the model writes a "
                              "self-assessment of its latest step, shown in its action prompt")
+    parser.add_argument("--reflact", action="store_true",
+                        help="ReFlAct at inference: before each action the model reflects on the goal state, "
+                             "shown in its action prompt")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_threads_option(parser)
     parser.set_defaults(run=run)
@@ -60,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
             max_steps=args.max_steps,
             system_prompt=args.system_prompt,
             self_guide=args.self_guide,
+            reflact=args.reflact,
         )
         # Check the env id and options and the model spec before anything slow starts.
         make(config.env, **config.env_kwargs)
