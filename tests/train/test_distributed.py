@@ -53,6 +53,11 @@ if workers.is_main:
     torch.save({n: p.detach() - before[n] for n, p in model.model.named_parameters() if "lora_" in n}, out + ".pt")
     json.dump([[s.loss, s.pg_loss, s.kl, s.clip_frac, s.grad_norm, s.sequences, s.tokens] for s in stats],
               open(out + ".json", "w"))
+if workers.world > 1:
+    # Leave the process group before the interpreter exits: gloo's threads still alive at exit
+    # were seen to abort a finished worker ("terminate called without an active exception").
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
 '''
 
 
