@@ -167,8 +167,8 @@ def with_oracle_assessments(trajectory: Trajectory, assessor: SelfAssessor) -> T
     """The trajectory with the oracle's assessment at every turn (the SFT targets that teach the format)."""
     steps = []
     for step, label in zip(trajectory.steps, oracle_labels(trajectory)):
-        text = oracle_assessment_text(label)
-        parsed = parse_assessment(text)
-        steps.append(replace(step, assessment=Assessment(kind=assessor.kind, text=text, label=parsed.label.value,
-                                                         reward=step_reward(parsed.label), finish_reason="stop")))
+        judged = label or Label.NEUTRAL  # the first turn has no step to judge
+        steps.append(replace(step, assessment=Assessment(kind=assessor.kind, text=oracle_assessment_text(label),
+                                                         label=judged.value, reward=step_reward(judged),
+                                                         finish_reason="stop")))
     return replace(trajectory, steps=tuple(steps))

@@ -120,11 +120,11 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
         engine = RolloutEngine(env_factory, model.backend, rollout_config)
         trajectories = engine.run(group_tasks(seeds, config.group_size))
         weight = config.guidance_weight(step)
+        shaped = lambda t: shaped_return(config.trajectory_return(t), assessment_labels(t), weight)  # noqa: E731
         sampled_steps, refills = sum(t.num_steps for t in trajectories), 0
         if config.dynamic_sampling:
             # DAPO: refill the batch with informative groups of fresh tasks (ids stay unique:
             # each round samples under its own range of sample numbers).
-            shaped = lambda t: shaped_return(config.trajectory_return(t), assessment_labels(t), weight)  # noqa: E731
             stride = max(1, len(train_seeds) // (config.max_refills + 1))
             more = (workers.shard([train_seeds[(cursor + r * stride + i) % len(train_seeds)]
                                    for i in range(config.tasks_per_update)]) for r in range(1, config.max_refills + 1))
@@ -134,8 +134,7 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
 
         # -- reward (Self-Guide: + λ(u)·Σ_t r_t) and group-relative advantage ----------------
         env_returns = [config.trajectory_return(t) for t in trajectories]
-        returns = torch.tensor([shaped_return(value, assessment_labels(t), weight)
-                                for t, value in zip(trajectories, env_returns)]).view(len(seeds), config.group_size)
+        returns = torch.tensor([shaped(t) for t in trajectories]).view(len(seeds), config.group_size)
         advantages = group_advantages(returns, normalize_std=config.normalize_std).flatten().tolist()
         # DAPO: a group whose returns are all equal has no signal; leaving it out of the
         # batch keeps it from diluting the loss normalisation of the groups that have.
