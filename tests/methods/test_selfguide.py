@@ -85,6 +85,27 @@ def test_sft_teaches_the_assessment_format_from_the_oracle(tiny_model_dir, tmp_p
     assert extra["data/sequences"] == 3 * sum(t.num_steps for t in demos)
 
 
+def test_sft_can_continue_a_trained_policy(tiny_model_dir, tmp_path):
+    import torch
+
+    from hindsight.train.checkpoint import list_checkpoints
+
+    def adapter(run):
+        weights = torch.load(list_checkpoints(run)[-1].path / "model" / "weights.pt")
+        return {k: v for k, v in weights.items() if "lora" in k}
+
+    settings = dict(model=f"hf:{tiny_model_dir}", env_kwargs={"size": 3}, demo_episodes=2, epochs=1, batch_size=4,
+                    micro_batch_size=4, warmup_steps=0, eval_episodes=0)
+    first = train_sft(SFTConfig(**settings), tmp_path / "first")
+    # With a zero learning rate the continued run saves exactly the adapter it started from,
+    # which differs from a fresh adapter (LoRA B starts at zero, the first run moved it).
+    still = train_sft(SFTConfig(**settings, lr=0.0, init_from=str(first)), tmp_path / "still")
+    fresh = train_sft(SFTConfig(**settings, lr=0.0), tmp_path / "fresh")
+    started, kept, untrained = adapter(first), adapter(still), adapter(fresh)
+    assert started and all(torch.equal(started[k], kept[k]) for k in started)
+    assert not all(torch.equal(started[k], untrained[k]) for k in started)
+
+
 @pytest.mark.parametrize("values, message", [
     ({"guidance_reward": True}, "needs self_guide"),
     ({"self_guide": True, "guidance_reward": True, "trust_start": 0.6}, "start <= full"),

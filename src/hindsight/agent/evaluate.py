@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -50,6 +50,11 @@ class EvalConfig:
     self_guide: bool = False
     #: ReFlAct at inference: before each action the model reflects on the goal state.
     reflact: bool = False
+    #: Reflexion at inference: up to this many attempts per task; after each failed attempt
+    #: the model writes a lesson that the next attempt shows (1 = a single attempt, ReAct).
+    reflexion_attempts: int = 1
+    #: Token budget of each note the model writes besides its actions: a self-assessment,
+    #: a goal reflection or a Reflexion lesson.
     assessment_max_new_tokens: int = 48
 
     def __post_init__(self) -> None:
@@ -59,6 +64,8 @@ class EvalConfig:
             raise ValueError("assessment_max_new_tokens must be >= 1")
         if self.self_guide and self.reflact:
             raise ValueError("choose one of self_guide and reflact: each writes the one note before an action")
+        if self.reflexion_attempts < 1:
+            raise ValueError("reflexion_attempts must be >= 1")
         Memory.parse(self.memory)
 
 
@@ -74,10 +81,18 @@ class EvalSummary:
     steps: int
     wall_s: float
     interrupted: bool = False
+    #: Reflexion only: the share of tasks solved by attempt 1, 2, ... (the last equals
+    #: `success_rate`), and the attempts run in all.
+    success_by_attempt: tuple[float, ...] = ()
+    attempts: int = 0
 
 
 def summarize(trajectories: Iterable[Trajectory], wall_s: float = 0.0, interrupted: bool = False) -> EvalSummary:
+    """The summary of one trajectory per task; Reflexion runs (several attempts per task) are
+    summarised by their last attempt at each task, with the success after each attempt."""
     trajectories = list(trajectories)
+    if any("reflexion" in t.meta for t in trajectories):
+        return _summarize_attempts(trajectories, wall_s, interrupted)
     n = len(trajectories)
     steps = sum(t.num_steps for t in trajectories)
     invalid = sum(not s.valid for t in trajectories for s in t.steps)
@@ -91,6 +106,27 @@ def summarize(trajectories: Iterable[Trajectory], wall_s: float = 0.0, interrupt
         wall_s=round(wall_s, 3),
         interrupted=interrupted,
     )
+
+
+def _summarize_attempts(trajectories: list[Trajectory], wall_s: float, interrupted: bool) -> EvalSummary:
+    last: dict[int, Trajectory] = {}
+    solved_at: dict[int, int] = {}
+    for trajectory in trajectories:
+        attempt = trajectory.meta.get("reflexion", {}).get("attempt", 1)
+        if trajectory.seed not in last or attempt >= last[trajectory.seed].meta.get("reflexion", {}).get("attempt", 1):
+            last[trajectory.seed] = trajectory
+        if trajectory.success:
+            solved_at[trajectory.seed] = min(attempt, solved_at.get(trajectory.seed, attempt))
+    rounds = max((t.meta.get("reflexion", {}).get("attempt", 1) for t in trajectories), default=0)
+    tasks = len(last)
+    by_attempt = tuple(sum(a <= k for a in solved_at.values()) / tasks for k in range(1, rounds + 1)) if tasks else ()
+    summary = summarize([replace(t, meta={}) for t in last.values()], wall_s, interrupted)
+    return replace(summary, success_by_attempt=by_attempt, attempts=len(trajectories))
+
+
+def is_final_attempt(trajectory: Trajectory) -> bool:
+    """False for a Reflexion attempt that failed and was followed by another attempt."""
+    return "reflection" not in trajectory.meta.get("reflexion", {})
 
 
 def default_out_dir(config: EvalConfig) -> Path:
@@ -131,6 +167,31 @@ def pre_action_writer(config: EvalConfig) -> Any:
     if config.reflact:
         return GoalReflector(max_new_tokens=config.assessment_max_new_tokens)
     return None
+
+
+def _evaluate_reflexion(
+    policy: ModelBackend,
+    make_env: Callable[[], Any],
+    seeds: Sequence[int],
+    rollout: RolloutConfig,
+    config: EvalConfig,
+    writer: TrajectoryWriter,
+    on_trajectory: Callable[[Trajectory], None] | None,
+) -> EvalSummary:
+    """Reflexion: every attempt is written; `on_trajectory` sees each task's last attempt."""
+    from hindsight.agent.reflexion import run_reflexion
+
+    started = time.perf_counter()
+    lessons = SamplingParams(temperature=config.temperature, top_p=config.top_p,
+                             max_new_tokens=config.assessment_max_new_tokens)
+    written = []
+    for trajectory in run_reflexion(policy, make_env, seeds, rollout, attempts=config.reflexion_attempts,
+                                    reflection_params=lessons):
+        writer.write_trajectory(trajectory)
+        written.append(trajectory)
+        if on_trajectory is not None and is_final_attempt(trajectory):
+            on_trajectory(trajectory)
+    return summarize(written, time.perf_counter() - started)
 
 
 def run_eval(
@@ -182,10 +243,14 @@ def run_eval(
     started = time.perf_counter()
     with run.trajectory_writer("eval", env=config.env, model=config.model, split=config.split) as writer:
         try:
-            _, summary = evaluate_policy(
-                policy, lambda: make(config.env, **env_kwargs), seeds, rollout,
-                writer=writer, on_trajectory=on_trajectory,
-            )
+            if config.reflexion_attempts > 1:
+                summary = _evaluate_reflexion(policy, lambda: make(config.env, **env_kwargs), seeds, rollout,
+                                              config, writer, on_trajectory)
+            else:
+                _, summary = evaluate_policy(
+                    policy, lambda: make(config.env, **env_kwargs), seeds, rollout,
+                    writer=writer, on_trajectory=on_trajectory,
+                )
         except BaseException:
             # Interrupted or crashed: summarise what reached the disk, then let it propagate.
             summary = summarize(read_trajectories(writer.path), time.perf_counter() - started, interrupted=True)

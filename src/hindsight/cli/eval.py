@@ -32,6 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--reflact", action="store_true",
                         help="ReFlAct at inference: before each action the model reflects on the goal state, "
                              "shown in its action prompt")
+    parser.add_argument("--reflexion", type=int, default=1, metavar="ATTEMPTS",
+                        help="Reflexion at inference: up to ATTEMPTS tries per task; after a failed try the "
+                             "model writes a lesson that its next try at the same task is shown (default 1: off)")
+    parser.add_argument("--note-tokens", type=int, default=48,
+                        help="token budget of a self-assessment, goal reflection or Reflexion lesson (default 48)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_threads_option(parser)
     parser.set_defaults(run=run)
@@ -64,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
             system_prompt=args.system_prompt,
             self_guide=args.self_guide,
             reflact=args.reflact,
+            reflexion_attempts=args.reflexion,
+            assessment_max_new_tokens=args.note_tokens,
         )
         # Check the env id and options and the model spec before anything slow starts.
         make(config.env, **config.env_kwargs)
@@ -125,4 +132,7 @@ def print_summary(summary: dict[str, Any], run_dir: Any) -> None:
     )
     out = Console()
     out.print(table)
+    if summary.get("success_by_attempt"):
+        solved = ", ".join(f"{k} {rate:.1%}" for k, rate in enumerate(summary["success_by_attempt"], 1))
+        out.print(f"Reflexion: solved by attempt {solved} ({summary['attempts']} attempts run)")
     out.print(f"trajectories: {run_dir}/trajectories/eval.jsonl", soft_wrap=True)

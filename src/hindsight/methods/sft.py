@@ -24,7 +24,7 @@ from hindsight.configs import option
 from hindsight.logs import read_trajectories
 from hindsight.methods.basics import SupervisedBasics
 from hindsight.methods.lifecycle import TrainingRun
-from hindsight.methods.model_setup import load_trainable
+from hindsight.methods.model_setup import load_latest, load_trainable
 from hindsight.methods.supervised import fit_supervised
 from hindsight.train.checkpoint import list_checkpoints
 from hindsight.train.distributed import single_process
@@ -37,6 +37,8 @@ class SFTConfig(SupervisedBasics):
     demos: str = option("oracle", "where demonstrations come from: a policy spec (oracle) or a run directory")
     demo_episodes: int = option(200, "train-split tasks to collect demonstrations on (policy demos)")
     action_only: bool = option(True, "train on `<action>X</action>` responses, dropping the demo's analysis text")
+    init_from: str = option("", "continue an existing policy instead of a fresh adapter (e.g. teach a trained policy "
+                                "to write self-assessments): any source GRPO's init_from takes")
     eval_episodes: int = option(50, "tasks of the evaluation split after training (0 skips it)")
     eval_split: str = option("test", "split evaluated after training")
     assessment_demos: str = option("", "self_guide: also teach self-assessments on these trajectories (a run directory "
@@ -94,6 +96,8 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
     collect_s = time.perf_counter() - started
 
     model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, config.full_finetune)
+    if config.init_from:
+        load_latest(model, config.init_from)  # a resumed run's checkpoint replaces it afterwards
     tokenizer = model.backend.tokenizer
     rollout = config.rollout_config(SamplingParams(), "train")
     sequences: list[TrainingSequence] = [s for t in demos for s in turn_sequences(t, tokenizer, rollout.prompt_builder())]
