@@ -117,3 +117,15 @@ def test_assessments_round_trip_and_version_1_records_still_read():
     broken["steps"][0]["assessment"] = "positive"
     with pytest.raises(SchemaError, match="bad step record"):
         trajectory_from_record(broken)
+
+
+def test_read_metrics_keeps_every_row_and_reports_a_broken_line(tmp_path):
+    from hindsight.logs import LogIssue, read_metrics
+
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "a/b": 0.5}\n[1, 2]\n{"step": 2, "a/b"\n\n{"step": 3}\n')
+    issues: list[LogIssue] = []
+    rows = read_metrics(tmp_path, on_issue=issues.append)
+    assert [r["step"] for r in rows] == [1, 3] and rows == read_metrics(tmp_path / "metrics.jsonl")
+    assert [(i.line, i.message.split(" ")[0]) for i in issues] == [(2, "not"), (3, "invalid")]
+    with pytest.raises(FileNotFoundError, match="no metrics log"):
+        read_metrics(tmp_path / "nowhere")

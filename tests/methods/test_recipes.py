@@ -24,8 +24,11 @@ def test_recipe_loads_into_its_methods_config(recipe):
     assert usage, f"{recipe.name} has no `hindsight train METHOD --config recipes/{recipe.name}` usage line"
     entry = METHODS[usage.group(1)]
     config_cls = getattr(importlib.import_module(entry.module), entry.config)
-    # Recipes that start from another run name it with --set; a placeholder stands in for it.
+    # Recipes that start from another run name it with --set (a path, or an upper-case
+    # placeholder such as ATTEMPTS_RUN); a placeholder path stands in for it.
+    named = set(re.findall(r"--set ([a-z_]+)=[A-Z]", recipe.read_text()))  # --set KEY=PLACEHOLDER
     overrides = [f"{key}=runs/placeholder" for key in ("init_from", "critic_init_from", "policy_from")
                  if key in config_cls.__dataclass_fields__]
+    overrides += [f"{key}=runs/placeholder" for key in sorted(named - {"init_from", "critic_init_from", "policy_from"})]
     config = load_config(config_cls, recipe, overrides)
     make(config.env, **config.env_kwargs)  # the env knobs are valid too

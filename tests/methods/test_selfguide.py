@@ -83,6 +83,14 @@ def test_sft_teaches_the_assessment_format_from_the_oracle(tiny_model_dir, tmp_p
     extra = read_metrics(more)[0]
     assert extra["data/assessment_trajectories"] == 2 * len(demos)
     assert extra["data/sequences"] == 3 * sum(t.num_steps for t in demos)
+    only = train_sft(SFTConfig(model=f"hf:{tiny_model_dir}", env_kwargs={"size": 3}, epochs=1, batch_size=4,
+                               micro_batch_size=4, warmup_steps=0, eval_episodes=0, self_guide=True,
+                               assessment_only=True, assessment_demos=str(run / "trajectories" / "demos.jsonl")),
+                     tmp_path / "only")
+    judged = read_metrics(only)[0]  # one assessment per step of the given trajectories, no action, no demos
+    assert (judged["data/demonstrations"], judged["data/sequences"]) == (0, sum(t.num_steps for t in demos))
+    with pytest.raises(ValueError, match="assessment_only needs"):
+        SFTConfig(self_guide=True, assessment_only=True)
 
 
 def test_sft_can_continue_a_trained_policy(tiny_model_dir, tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from hindsight import logs
 from hindsight.configs import ConfigError, load_config
 from hindsight.methods.grpo import GRPOConfig, train_grpo
 from hindsight.methods.sft import SFTConfig, train_sft
@@ -18,7 +19,10 @@ from hindsight.train.checkpoint import list_checkpoints
 
 
 def read_metrics(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    """Every row, and no broken line: a test's own run never leaves one."""
+    def broken(issue):
+        raise AssertionError(issue)
+    return logs.read_metrics(run, on_issue=broken)
 
 
 def comparable(rows: list[dict]) -> list[dict]:

@@ -4,7 +4,7 @@ import json
 import re
 
 from hindsight.cli.main import main
-from hindsight.report.html import script_json
+from hindsight.report.html import _CATEGORY_NAMES, script_json
 from hindsight.report.svg import min_max_normalise, nice_ticks
 
 from .helpers import HOSTILE, hostile_run, sweep_runs
@@ -60,7 +60,7 @@ def test_report_has_every_section_and_the_memory_curve(tmp_path):
     for marker in ('id="summary"', 'id="pt-frozenlake"', 'id="radar-frozenlake"', 'id="scatter-frozenlake"',
                    'id="memory"', 'id="viewer"'):
         assert marker in html
-    assert html.count("<svg") == 4  # P_t, radar, scatter, memory window
+    assert html.count("<svg") == 5  # P_t, radar, scatter, error taxonomy, memory window
     assert "Memory Index (AUV full − AUV none)" in html
     summary = re.search(r'<table class="summary".*?</table>', html, re.DOTALL).group(0)
     assert summary.count("<tr>") == 4  # header + three runs
@@ -89,3 +89,21 @@ def test_chart_helpers():
     assert min_max_normalise([0.3, 0.3]) == [1.0, 1.0]
     assert nice_ticks(0.0, 1.0, 5) == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
     assert nice_ticks(0, 30, 6) == [0, 5, 10, 15, 20, 25, 30]
+
+
+def test_the_taxonomy_chart_shows_each_runs_share_of_failures(tmp_path, capsys):
+    sweep = sweep_runs(tmp_path / "sweep")
+    assert main(["diagnose", str(sweep), "--json"]) == 0
+    printed = capsys.readouterr().out
+    diagnosed = [json.loads(line) for line in printed.splitlines() if line.strip()]
+    html = build(tmp_path, sweep)
+    chart = re.search(r'<figure id="taxonomy-frozenlake">(.*?)</figure>', html, re.DOTALL).group(1)
+    bars = dict(re.findall(r"<title>([^<]*?): ([0-9.]+)</title></rect>", chart))
+    checked = 0
+    for run in diagnosed:
+        for category, share in run["taxonomy"].items():
+            if share is not None:
+                key = f"{run['label']} · {_CATEGORY_NAMES[category]}"
+                assert abs(float(bars[key]) - share) < 1e-3  # the title rounds to 3 decimals
+                checked += 1
+    assert checked >= 3 and "n/a" in chart  # FrozenLake cannot judge wrong-object focus

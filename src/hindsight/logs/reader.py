@@ -77,6 +77,25 @@ def iter_json_lines(path: str | os.PathLike[str], on_issue: IssueHandler = _igno
                 on_issue(LogIssue(str(path), line_number, f"invalid JSON ({exc.msg})"))
 
 
+def read_metrics(run: str | os.PathLike[str], on_issue: IssueHandler = _ignore) -> list[dict[str, Any]]:
+    """The rows of a training run's `metrics.jsonl` (a run directory or the file), in order.
+
+    A broken line (a crash mid-write) is reported to `on_issue` and skipped, as is a line
+    that is not a JSON object.
+    """
+    path = Path(run)
+    path = path / "metrics.jsonl" if path.is_dir() else path
+    if not path.exists():
+        raise FileNotFoundError(f"no metrics log at {path}")
+    rows = []
+    for line_number, row in iter_json_lines(path, on_issue):
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            on_issue(LogIssue(str(path), line_number, "not a JSON object"))
+    return rows
+
+
 def read_trajectories(path: str | os.PathLike[str], on_issue: IssueHandler = _ignore) -> Iterator[Trajectory]:
     """Stream the trajectories of a run directory or a Hindsight trajectory file."""
     for file in trajectory_files(path):

@@ -44,11 +44,15 @@ class SFTConfig(SupervisedBasics):
     assessment_demos: str = option("", "self_guide: also teach self-assessments on these trajectories (a run directory "
                                        "or .jsonl, e.g. a policy's own attempts with their mistakes): every step gets "
                                        "the oracle's assessment, and only the assessment tokens are trained")
+    assessment_only: bool = option(False, "train only self-assessments, on assessment_demos (no action tokens, no "
+                                          "demos): teaches a trained policy (init_from) to judge its steps")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.assessment_demos and not self.self_guide:
             raise ValueError("assessment_demos needs self_guide: true")
+        if self.assessment_only and not self.assessment_demos:
+            raise ValueError("assessment_only needs self_guide: true and assessment_demos (the trajectories to judge)")
 
 
 def collect_demonstrations(config: SFTConfig) -> list[Trajectory]:
@@ -82,8 +86,8 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
         # The demonstrations the interrupted run trained on, not a fresh collection.
         demos = list(read_trajectories(saved_demos))
     else:
-        demos = collect_demonstrations(config)
-        if not demos:
+        demos = [] if config.assessment_only else collect_demonstrations(config)
+        if not demos and not config.assessment_only:
             raise ValueError(f"no successful demonstrations from {config.demos!r}")
         if config.action_only:
             demos = [replace(t, steps=tuple(_action_only(s) for s in t.steps)) for t in demos]
@@ -109,6 +113,9 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
                          for t in read_trajectories(config.assessment_demos) if t.env == config.env]
         sequences += [s for t in assessed for s in assessment_sequences(t, tokenizer, rollout.pre_action)]
         data["data/assessment_trajectories"] = len(assessed)
+    if not sequences:
+        raise ValueError(f"nothing to train on: no {config.env} trajectory with a step in "
+                         f"{config.assessment_demos or config.demos!r}")
     data.update({"data/sequences": len(sequences), "timing/collect_s": collect_s})
     steps = fit_supervised(run, model, "policy", sequences, data=data, area="sft",
                            schedule=config.schedule(config.eval_split, config.eval_episodes))

@@ -23,7 +23,7 @@ from hindsight.diagnostics.curves import trajectory_auv
 from hindsight.diagnostics.memory import MemoryGroup
 from hindsight.diagnostics.summary import KeptTrajectory, RunDiagnosis
 from hindsight.report.svg import (
-    Series, color, esc, legend, line_chart, min_max_normalise, radar_chart, scatter_chart,
+    Series, bar_chart, color, esc, legend, line_chart, min_max_normalise, radar_chart, scatter_chart,
 )
 
 #: Longest text of one field shown in the viewer; the rest is cut with a note.
@@ -128,6 +128,11 @@ def _summary_table(runs: Sequence[ReportRun]) -> str:
     return f'<table class="summary" id="summary"><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
+def _share_of(run: RunDiagnosis, category: str) -> float | None:
+    share = next((s for s in run.taxonomy if s.category == category), None)
+    return None if share is None else share.share
+
+
 def _env_section(env: str, entries: Sequence[tuple[int, ReportRun]]) -> str:
     runs = [e.run for _, e in entries]
     colours = [color(k) for k, _ in entries]
@@ -158,6 +163,11 @@ def _env_section(env: str, entries: Sequence[tuple[int, ReportRun]]) -> str:
         means.append(Series(r.label, ((r.loop_ratio or 0.0, r.auv),), c))
     scatter = scatter_chart(scatter_series, highlights=means, title=f"Loop Ratio vs AUV on {env}",
                             x_label="loop ratio", y_label="AUV")
+    categories = list(dict.fromkeys(share.category for r in runs for share in r.taxonomy))
+    bars = bar_chart([_CATEGORY_NAMES.get(c, c) for c in categories],
+                     [(r.label, [_share_of(r, c) for c in categories], colour) for r, colour in zip(runs, colours)],
+                     title=f"Error taxonomy on {env}", y_label="share of failed trajectories")
+    failed = ", ".join(f"{esc(r.label)} {r.n_failed}" for r in runs)
     key = legend([(r.label, c) for r, c in zip(runs, colours)])
     radar_note = ("one run: every axis is at its maximum because min–max scaling needs two runs to compare"
                   if len(runs) == 1 else "each axis min–max normalised across the runs of this environment; "
@@ -172,6 +182,9 @@ def _env_section(env: str, entries: Sequence[tuple[int, ReportRun]]) -> str:
     <figure id="radar-{esc(env)}">{radar}<figcaption>{esc(radar_note)}.</figcaption></figure>
     <figure id="scatter-{esc(env)}">{scatter}<figcaption>One small dot per trajectory (its own loop ratio and
       single-trajectory AUV); the large dot is the run's pooled LR and AUV.</figcaption></figure>
+    <figure id="taxonomy-{esc(env)}">{bars}<figcaption>Share of each run's failed trajectories that show each
+      error category (a trajectory may show several or none; n/a: the environment cannot judge it). Failed
+      trajectories: {failed}.</figcaption></figure>
   </div>
 </section>"""
 

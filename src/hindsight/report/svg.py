@@ -223,6 +223,39 @@ def radar_chart(
     return _svg(int(width), size, title, body)
 
 
+def bar_chart(
+    groups: Sequence[str],
+    series: Sequence[tuple[str, Sequence[float | None], str]],
+    *,
+    title: str,
+    y_label: str,
+    y_range: tuple[float, float] = (0.0, 1.0),
+    width: int = 460,
+    height: int = 280,
+) -> str:
+    """Grouped bars: one group per entry of `groups`, one bar per series (label, values, colour).
+
+    A None value draws no bar and a "n/a" mark, so "not judged" never looks like zero.
+    """
+    frame = Frame(width, height, 48, 12, 12, 40, 0.0, float(max(len(groups), 1)), *y_range)
+    body = _axes(frame, [(k + 0.5, name) for k, name in enumerate(groups)], nice_ticks(*y_range, 5), "", y_label)
+    slot = (frame.x(1.0) - frame.x(0.0)) * 0.8 / max(len(series), 1)
+    for k in range(len(groups)):
+        start = frame.x(float(k)) + (frame.x(1.0) - frame.x(0.0)) * 0.1
+        for j, (label, values, colour) in enumerate(series):
+            value = values[k] if k < len(values) else None
+            x = start + j * slot
+            if value is None:
+                body.append(f'<text x="{x + slot / 2:.1f}" y="{frame.y(y_range[0]) - 4:.1f}" text-anchor="middle" '
+                            f'class="tick">n/a</text>')
+                continue
+            top = frame.y(min(max(value, y_range[0]), y_range[1]))
+            body.append(f'<rect x="{x:.1f}" y="{top:.1f}" width="{slot * 0.9:.1f}" '
+                        f'height="{frame.y(y_range[0]) - top:.1f}" fill="{colour}">'
+                        f"<title>{esc(label)} · {esc(groups[k])}: {value:.3f}</title></rect>")
+    return _svg(width, height, title, body)
+
+
 def min_max_normalise(values: Sequence[float]) -> list[float]:
     """(v - min) / (max - min) per value; all 1.0 when every value is the same."""
     low, high = min(values), max(values)

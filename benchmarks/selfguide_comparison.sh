@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The Self-Guide comparison of docs/results.md (issue 12), resumable: a finished step is
+# skipped, an unfinished training run continues from its latest checkpoint.
+#
+#   . .venv/bin/activate && benchmarks/selfguide_comparison.sh [OUT_DIR] [STAGE...]
+#
+# Stages (default: all, in this order):
+#   start      the shipped frozenlake3 policy's own sampled attempts on 160 FrozenLake 5x5
+#              train tasks, then the shared start: SFT of self-assessments only on them
+#   prompting  ReAct, ReAct+SG, Reflexion (3 attempts) and ReFlAct with the start, greedy,
+#              on the same 300 test tasks
+#   arms       GRPO, GRPO+SG, GRPO+SG+GR from the start, seeds 0 1 2 (recipes/grpo-selfguide-frozenlake5.yaml)
+#   schedule   GRPO+SG+GR with λ(u) at full strength from the start, with early entry, and
+#              without annealing, seeds 0 1 2
+#   table      the paired differences (benchmarks/selfguide_table.py)
+# Two jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-runs/selfguide}
+shift || true
+stages=${*:-start prompting arms schedule table}
+mkdir -p "$out"
+recipe=recipes/grpo-selfguide-frozenlake5.yaml
+prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
+lake=(--env frozenlake --set size=5 --set max_steps=10 --memory none --max-new-tokens 12 --system-prompt "$prompt")
+slots=2
+
+train() {  # train METHOD DIR ARGS...: a new run, or the unfinished one continued
+  local method=$1 dir=$2
+  shift 2
+  if [ -f "$dir/summary.json" ]; then echo "done: $dir"; return; fi
+  if [ -f "$dir/config.yaml" ]; then hindsight train "$method" --resume "$dir"; else hindsight train "$method" "$@" --out "$dir"; fi
+}
+
+evaluate() {  # evaluate DIR ARGS...: skipped when finished; an interrupted one starts again
+  local dir=$1
+  shift
+  if [ -f "$dir/summary.json" ] && ! grep -q '"interrupted": true' "$dir/summary.json"; then echo "done: $dir"; return; fi
+  rm -rf "$dir"
+  hindsight eval "${lake[@]}" "$@" --out "$dir" --json
+}
+
+job=0
+spawn() {  # spawn LOG COMMAND...: run on the next free core, at most $slots at once
+  local log=$1
+  shift
+  while [ "$(jobs -rp | wc -l)" -ge "$slots" ]; do wait -n; done
+  local core=$((job % slots))
+  job=$((job + 1))
+  echo "$(date +%T) core $core: $log"
+  taskset -c "$core" env HINDSIGHT_THREADS=1 OMP_NUM_THREADS=1 bash -c "$(declare -f train evaluate); lake=(${lake[*]@Q}); $*" \
+    > "$out/$log.log" 2>&1 &
+}
+
+start="$out/start"
+for stage in $stages; do
+  case $stage in
+  start)
+    evaluate "$out/attempts" --model smollm2+frozenlake3 --episodes 160 --split train --temperature 1.0 --seed 0
+    train sft "$start" --config recipes/sft-selfguide-frozenlake5.yaml --set assessment_demos="$out/attempts" --threads 2
+    ;;
+  prompting)
+    model="smollm2+$start"
+    spawn react "evaluate '$out/react' --model '$model' --episodes 300 --temperature 0"
+    spawn react-sg "evaluate '$out/react-sg' --model '$model' --episodes 300 --temperature 0 --self-guide --note-tokens 24"
+    spawn reflexion "evaluate '$out/reflexion' --model '$model' --episodes 300 --temperature 0 --reflexion 3 --note-tokens 48"
+    spawn reflact "evaluate '$out/reflact' --model '$model' --episodes 300 --temperature 0 --reflact --note-tokens 48"
+    wait
+    ;;
+  arms)
+    for seed in 0 1 2; do
+      for arm in grpo sg sg-gr; do
+        case $arm in
+          grpo) switches="" ;;
+          sg) switches="--set self_guide=true" ;;
+          sg-gr) switches="--set self_guide=true --set guidance_reward=true" ;;
+        esac
+        spawn "$arm-s$seed" "train grpo '$out/$arm-s$seed' --config $recipe --set init_from='$start' --set seed=$seed $switches"
+      done
+    done
+    wait
+    ;;
+  schedule)
+    for seed in 0 1 2; do
+      for variant in immediate early no-anneal; do
+        case $variant in
+          immediate) points="0.0 0.0 1.0 1.0" ;;
+          early) points="0.1 0.2 0.7 0.8" ;;
+          no-anneal) points="0.4 0.5 1.0 1.0" ;;
+        esac
+        read -r ts tf th te <<<"$points"
+        spawn "sg-gr-$variant-s$seed" "train grpo '$out/sg-gr-$variant-s$seed' --config $recipe --set init_from='$start' \
+          --set seed=$seed --set self_guide=true --set guidance_reward=true --set trust_start=$ts --set trust_full=$tf \
+          --set trust_hold_until=$th --set trust_end=$te"
+      done
+    done
+    wait
+    ;;
+  table)
+    python benchmarks/selfguide_table.py "$out"
+    ;;
+  *) echo "unknown stage: $stage" >&2; exit 2 ;;
+  esac
+done
