@@ -63,6 +63,15 @@ def test_oracle_labels_follow_the_planner():
     # An answer with no action is refused: the next turn's label is negative.
     wrong = oracle_runs([0], respond=lambda request: "<action>jump</action>")[0]
     assert oracle_labels(wrong) == [None] + [Label.NEGATIVE] * (wrong.num_steps - 1)
+    # Walking into the edge changes nothing: a wasted move, negative like a step away.
+    bumps = 0
+    for trajectory in oracle_runs(range(6), respond=lambda request: "<action>up</action>"):
+        labels = oracle_labels(trajectory)
+        for before, after, label in zip(trajectory.steps, trajectory.steps[1:], labels[1:]):
+            if before.state_key == after.state_key:
+                bumps += 1
+                assert label == Label.NEGATIVE
+    assert bumps > 0
 
 
 def test_oracle_assessments_are_well_formed_and_agree_with_themselves():
@@ -71,3 +80,17 @@ def test_oracle_assessments_are_well_formed_and_agree_with_themselves():
     assert trajectory.steps[0].assessment.label == "neutral"
     agreed, compared = label_agreement(trajectory)
     assert compared == trajectory.num_steps - 1 and agreed == compared
+
+
+def test_only_the_latest_answers_are_shown_whole():
+    from hindsight.agent.selfguide import render_steps
+
+    trajectory = next(t for t in oracle_runs(range(12)) if t.num_steps >= 3)
+    text = render_steps(trajectory.steps)
+    lines_of = [len(step.feedback.strip().splitlines()) for step in trajectory.steps]
+    # Earlier steps take one line each; the last two show their whole answer (the map included).
+    assert len(text.splitlines()) == (trajectory.num_steps - 2) + lines_of[-2] + lines_of[-1]
+    first_line = trajectory.steps[0].feedback.strip().splitlines()[0].strip()
+    assert text.splitlines()[0] == f"1. {trajectory.steps[0].action} -> {first_line}"
+    assert trajectory.steps[-1].feedback.strip().splitlines()[-1].strip() in text.splitlines()[-1]
+    assert len(render_steps(trajectory.steps, full_last=0).splitlines()) == trajectory.num_steps

@@ -34,7 +34,9 @@ class GoalReflector:
     shown_as: str = "Your reflection on the goal:\n{assessment}"
 
     def prompt(self, instruction: str, history: Sequence[Step], observation: str) -> Conversation:
-        request = (REQUEST.replace("{instruction}", instruction.strip()).replace("{steps}", render_steps(history))
+        # The current situation is shown on its own, so the steps need only the one before it whole.
+        steps = render_steps(history, full_last=1)
+        request = (REQUEST.replace("{instruction}", instruction.strip()).replace("{steps}", steps)
                    .replace("{observation}", observation.strip()))
         return (ChatMessage("system", SYSTEM), ChatMessage("user", request))
 

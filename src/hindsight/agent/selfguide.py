@@ -69,14 +69,25 @@ def parse_assessment(text: str) -> ParsedAssessment:
     return ParsedAssessment(Label(labels[0].lower()), reason, None)
 
 
-def render_steps(history: Sequence[Step]) -> str:
-    """The steps so far, one per line: the action as the environment took it and what it answered."""
+def render_steps(history: Sequence[Step], full_last: int = 2) -> str:
+    """The steps so far, one per line: the action as the environment took it and what it answered.
+
+    Only the last `full_last` answers are shown whole (the state before and after the latest
+    step, which is what a judgement of it needs); earlier ones by their first line. A whole
+    answer often restates the full situation, and repeating it for every step would make the
+    prompt grow by a full observation per step (a 5x5 FrozenLake episode of 10 steps: ~1,400
+    tokens instead of ~600).
+    """
     if not history:
         return "(none)"
     lines = []
-    for step in history:
+    for k, step in enumerate(history):
         action = step.action if step.action is not None else "(no readable action)"
-        outcome = " ".join(step.feedback.split())
+        answer = step.feedback.strip()
+        if k >= len(history) - full_last:
+            outcome = "\n   ".join(line.rstrip() for line in answer.splitlines())
+        else:
+            outcome = answer.splitlines()[0].strip() if answer else ""
         lines.append(f"{step.index + 1}. {action} -> {outcome}")
     return "\n".join(lines)
 
@@ -111,8 +122,10 @@ class SelfAssessor:
 def oracle_labels(trajectory: Trajectory) -> list[Label | None]:
     """The label a perfect judge gives at each turn: None at the first (no step yet), then for step t−1:
 
-    positive when the planner's distance to success shrank, negative when it grew, the
-    move was refused or unreadable, or the episode ended unsolved, neutral otherwise.
+    positive when the planner's distance to success shrank; negative when it grew, the
+    move was refused or unreadable, changed nothing (walking into an edge: the prompt's
+    "wasted a move") or the episode ended unsolved; neutral otherwise (the state changed
+    but the distance did not).
     The trajectory is replayed on a fresh environment without a step budget.
     """
     from hindsight.agent.critic import PLAN_LIMIT, planner_distance
@@ -128,7 +141,8 @@ def oracle_labels(trajectory: Trajectory) -> list[Label | None]:
             raise ReplayDivergence(f"{trajectory.id}: turn {step.index} does not replay to its recorded state")
         env.step(step.action or "")
         after = planner_distance(env)
-        if not step.valid or math.isinf(after) or after > before:
+        stuck = env.state_key() == step.state_key  # e.g. walked into the edge: a wasted move
+        if not step.valid or stuck or math.isinf(after) or after > before:
             labels.append(Label.NEGATIVE)
         elif after < before:
             labels.append(Label.POSITIVE)
