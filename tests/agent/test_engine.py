@@ -198,3 +198,21 @@ def test_a_branch_replays_the_assessments_of_its_prefix():
     assert branch.steps[0].assessment == original.steps[0].assessment
     assert branch.steps[1].action == "left" and branch.steps[1].assessment is None
     assert all(step.assessment is not None for step in branch.steps[2:])
+
+
+def test_a_turn_limit_samples_actions_at_a_replayed_state_in_one_call():
+    eng, backend = engine(lambda r: "<action>left</action>")
+    walked = engine(lambda r: RIGHT)[0].run([Task(seed=0)])[0]
+    prefix = replay_prefix(walked, 2)
+    # Five one-turn continuations of the same two-step prefix: one batched call, five actions.
+    samples = eng.run([Task(seed=0, sample=j, prefix=prefix, max_turns=1) for j in range(5)])
+    assert backend.batch_sizes == [5]
+    for sample in samples:
+        assert [s.action for s in sample.steps] == ["right", "right", "left"]
+        assert sample.meta["turn_limit"] is True and not (sample.terminated or sample.truncated)
+        assert sample.steps[2].state_key == walked.steps[2].state_key
+    # An episode that ends within its limit is not marked.
+    (done,) = engine(lambda r: RIGHT)[0].run([Task(seed=1, max_turns=5)])
+    assert done.success and "turn_limit" not in done.meta
+    with pytest.raises(ValueError, match="max_turns"):
+        Task(seed=0, max_turns=0)

@@ -89,6 +89,9 @@ class Task:
 
     `guidance` is advice shown to the policy in its system prompt for this episode
     only (ECHO puts a critique there); the trajectory records it.
+    `max_turns` ends the episode after that many policy turns past the prefix (its
+    trajectory's meta says `turn_limit`): `max_turns=1` after a prefix samples one action
+    at a recorded state, which is how CSO asks an expert for alternatives.
     """
 
     seed: int
@@ -96,6 +99,11 @@ class Task:
     prefix: tuple[ReplayTurn, ...] = ()
     meta: Mapping[str, Any] = field(default_factory=dict)
     guidance: str = ""
+    max_turns: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ValueError("max_turns must be >= 1 (or None for no limit)")
 
 
 @dataclass(frozen=True)
@@ -139,8 +147,13 @@ class _Episode:
     assessment: Assessment | None = None  # written at this turn, before the action
 
     @property
+    def at_turn_limit(self) -> bool:
+        limit = self.task.max_turns
+        return limit is not None and len(self.steps) - len(self.task.prefix) >= limit
+
+    @property
     def done(self) -> bool:
-        return self.terminated or self.truncated or self.stopped_by_agent
+        return self.terminated or self.truncated or self.stopped_by_agent or self.at_turn_limit
 
 
 def apply_response(episode: _Episode, completion: Completion, stop_action: str | None) -> None:
@@ -209,6 +222,8 @@ def _finish(episode: _Episode, config: RolloutConfig) -> Trajectory:
         meta["stopped_by_agent"] = True
     if task.prefix:
         meta["replayed_turns"] = len(task.prefix)
+    if episode.at_turn_limit and not (episode.terminated or episode.truncated or episode.stopped_by_agent):
+        meta["turn_limit"] = True
     return Trajectory(
         id=f"{env.id}:{task.seed}:{task.sample}",
         env=env.id,

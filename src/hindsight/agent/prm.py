@@ -1,0 +1,174 @@
+"""Process reward models: how good is one action at one recorded state, in [0, 1].
+
+CSO asks a PRM to rate the policy's logged action at step t of a failed trajectory and each
+expert alternative at the same state. Two PRMs:
+
+* `OraclePRM`, on the built-in environments: the environment's planner measures the moves
+  left to success before and after the action. Solving the task scores 1; a move that
+  shortens the plan scores 1, one that leaves it as long 0.5, and one that lengthens it,
+  changes nothing (walking into an edge), is refused, or ends the episode unsolved scores 0.
+* `JudgePRM`: any model role answers a rubric prompt with a score. The answer is parsed
+  tolerantly (`0.8`, `Score: 80%`, `7/10`, `score = .35`); when no score can be read the
+  PRM returns its stated `fallback` and counts the failure, so a bad answer is visible and
+  never a crash.
+
+    scores = prm.score([StepQuery(trajectory, t, action), ...])   # one PRMScore per query
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from hindsight.agent.selfguide import render_steps
+from hindsight.llm.base import ModelBackend
+from hindsight.types import ChatMessage, Conversation, GenerationRequest, SamplingParams, Trajectory
+
+
+@dataclass(frozen=True)
+class StepQuery:
+    """Rate `action` taken at step `at` of `trajectory` (the state after its first `at` steps)."""
+
+    trajectory: Trajectory
+    at: int
+    action: str
+
+
+@dataclass(frozen=True)
+class PRMScore:
+    """A score in [0, 1]; `error` says why the PRM fell back to a stated value."""
+
+    value: float
+    error: str | None = None
+    text: str = ""
+
+
+class ProcessRewardModel(Protocol):
+    name: str
+
+    def score(self, queries: Sequence[StepQuery]) -> list[PRMScore]:
+        """One score per query, in order."""
+
+
+def replay_to(trajectory: Trajectory, at: int):
+    """A fresh environment in the state before step `at` of `trajectory`, with no step budget."""
+    from hindsight.agent.critic import PLAN_LIMIT
+    from hindsight.agent.engine import ReplayDivergence
+    from hindsight.envs import make
+
+    if not 0 <= at <= trajectory.num_steps:
+        raise ValueError(f"step {at} is outside the trajectory (0..{trajectory.num_steps})")
+    env = make(trajectory.env, **{**trajectory.env_kwargs, "max_steps": PLAN_LIMIT})
+    env.reset(trajectory.seed)
+    for step in trajectory.steps[:at]:
+        if env.state_key() != step.state_key:
+            raise ReplayDivergence(f"{trajectory.id}: step {step.index} does not replay to its recorded state")
+        env.step(step.action or "")
+    return env
+
+
+class OraclePRM:
+    """The planner's verdict on one move (built-in environments only)."""
+
+    name = "oracle"
+
+    def score(self, queries: Sequence[StepQuery]) -> list[PRMScore]:
+        from hindsight.agent.critic import planner_distance
+
+        scores = []
+        states: dict[tuple[str, int], object] = {}  # one replay per (trajectory, step), copied per action
+        for query in queries:
+            key = (query.trajectory.id, query.at)
+            if key not in states:
+                states[key] = replay_to(query.trajectory, query.at)
+            env = copy.deepcopy(states[key])
+            before, state = planner_distance(env), env.state_key()
+            _, _, _, _, info = env.step(query.action)
+            if info.get("success"):
+                scores.append(PRMScore(1.0, text="solves the task"))
+                continue
+            after = planner_distance(env)
+            if not info.get("valid", True) or env.state_key() == state or math.isinf(after):
+                scores.append(PRMScore(0.0, text="refused, wasted or fatal"))
+                continue
+            value = min(1.0, max(0.0, 0.5 + 0.5 * (before - after)))
+            scores.append(PRMScore(value, text=f"plan {before:g} -> {after:g} moves"))
+        return scores
+
+
+JUDGE_SYSTEM = "You grade single moves of an agent that works on a task. You are strict and brief."
+
+JUDGE_REQUEST = (
+    "Task:\n{instruction}\n\nSteps so far:\n{steps}\n\nCurrent situation:\n{observation}\n\n"
+    "Proposed next move: {action}\n\n"
+    "How much does this move help finish the task from here? Think of whether it makes real progress, "
+    "whether it is allowed here, and whether it risks ending the task in failure.\n"
+    "1 = clearly the right move, 0.5 = harmless but no progress, 0 = useless, refused or harmful.\n"
+    "Answer with one line: Score: <a number from 0 to 1>"
+)
+
+_SCORE = re.compile(r"score\s*[:=\-]?\s*\**\s*(\d+(?:\.\d+)?|\.\d+)\s*(%|/\s*10\b|/\s*100\b)?", re.IGNORECASE)
+_NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?|\.\d+)\s*(%|/\s*10\b|/\s*100\b)?")
+
+
+def parse_score(text: str) -> float | None:
+    """The score an answer gives, scaled to [0, 1]; None when there is none or it is out of range.
+
+    A `Score:` line wins; otherwise the first number. `80%` and `80/100` are 0.8, `7/10` is 0.7.
+    """
+    match = _SCORE.search(text) or _NUMBER.search(text)
+    if match is None:
+        return None
+    value = float(match.group(1))
+    unit = (match.group(2) or "").replace(" ", "")
+    if unit in ("%", "/100"):
+        value /= 100
+    elif unit == "/10":
+        value /= 10
+    return value if 0.0 <= value <= 1.0 else None
+
+
+@dataclass
+class JudgePRM:
+    """A model role answers the rubric; unreadable answers score `fallback` and are counted."""
+
+    backend: ModelBackend
+    fallback: float = 0.5
+    max_new_tokens: int = 16
+    temperature: float = 0.0
+    name: str = "judge"
+    failures: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.fallback <= 1.0:
+            raise ValueError("the judge's fallback score must be in [0, 1]")
+
+    def prompt(self, query: StepQuery) -> Conversation:
+        trajectory, at = query.trajectory, query.at
+        observation = trajectory.steps[at].observation if at < trajectory.num_steps else trajectory.final_observation
+        request = (JUDGE_REQUEST.replace("{instruction}", trajectory.instruction.strip())
+                   .replace("{steps}", render_steps(trajectory.steps[:at], full_last=0))
+                   .replace("{observation}", observation.strip()).replace("{action}", query.action))
+        return (ChatMessage("system", JUDGE_SYSTEM), ChatMessage("user", request))
+
+    def score(self, queries: Sequence[StepQuery]) -> list[PRMScore]:
+        if not queries:
+            return []
+        params = SamplingParams(temperature=self.temperature, max_new_tokens=self.max_new_tokens)
+        completions = self.backend.generate([GenerationRequest(self.prompt(q)) for q in queries], params)
+        scores = []
+        for completion in completions:
+            if completion.error is not None:
+                value, error = None, f"backend error: {completion.error}"
+            else:
+                value = parse_score(completion.text)
+                error = None if value is not None else "no score from 0 to 1 in the answer"
+            if value is None:
+                self.failures += 1
+                scores.append(PRMScore(self.fallback, error=error, text=completion.text))
+            else:
+                scores.append(PRMScore(value, text=completion.text))
+        return scores

@@ -1,0 +1,129 @@
+"""CSO's pipeline on FrozenLake: alternatives, PRM scores, branch verification and replayable pairs."""
+
+import json
+
+import pytest
+
+from hindsight.agent.cso import branch_points, make_pairs, sample_alternatives, score_steps, verify
+from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
+from hindsight.agent.prm import JudgePRM, OraclePRM, StepQuery, parse_score
+from hindsight.agent.prompts import Memory
+from hindsight.envs import make
+from hindsight.llm import load_model
+from hindsight.types import Completion
+
+from .fakes import RecordingBackend
+
+LAKE = {"size": 3, "max_steps": 6}
+CONFIG = RolloutConfig(memory=Memory.parse("none"), concurrency=64)
+
+
+def lake():
+    return make("frozenlake", **LAKE)
+
+
+def always(action):
+    return RecordingBackend(lambda request: f"<action>{action}</action>")
+
+
+def failures_of(action, seeds=range(12)):
+    runs = RolloutEngine(lake, always(action), CONFIG).run([Task(seed=s) for s in seeds])
+    failed = [t for t in runs if not t.success]
+    assert failed
+    return failed
+
+
+def test_the_oracle_prm_follows_the_planner():
+    (trajectory,) = failures_of("up", seeds=[next(s for s in range(50) if not _solved_by("up", s))])
+    env = lake()
+    env.reset(trajectory.seed)
+    best = env.oracle_action()
+    scores = OraclePRM().score([StepQuery(trajectory, 0, best), StepQuery(trajectory, 0, "jump")])
+    assert scores[0].value == 1.0 and scores[1].value == 0.0
+    # Walking up along the top edge changes nothing: a wasted move scores 0.
+    stuck = [t for t in failures_of("up") if any(a.state_key == b.state_key for a, b in zip(t.steps, t.steps[1:]))]
+    first = stuck[0]
+    k = next(k for k, (a, b) in enumerate(zip(first.steps, first.steps[1:])) if a.state_key == b.state_key)
+    assert OraclePRM().score([StepQuery(first, k, "up")])[0].value == 0.0
+
+
+def _solved_by(action, seed):
+    return RolloutEngine(lake, always(action), CONFIG).run([Task(seed=seed)])[0].success
+
+
+def test_alternatives_are_one_turn_continuations_without_duplicates():
+    failures = failures_of("up")[:3]
+    expert = RecordingBackend(lambda request: "<action>down</action>" if "row 1" in request.messages[-1].content
+                              else "<action>right</action>")
+    found = sample_alternatives(RolloutEngine(lake, expert, CONFIG), failures, k=4)
+    assert len(found) == sum(t.num_steps for t in failures)
+    # Every sample of every step goes through the pool: full batches, one call per pool.
+    assert sum(expert.batch_sizes) == 4 * len(found) and all(size == 64 for size in expert.batch_sizes[:-1])
+    for alt in found:
+        assert len(alt.actions) <= 1 and alt.repeats + len(alt.actions) == 4
+        assert "up" not in alt.actions  # the policy's own action is never its alternative
+
+
+def test_the_oracle_finds_verified_critical_steps_and_the_pairs_replay_with_the_registry():
+    failures = failures_of("up")
+    expert = RolloutEngine(lake, load_model("oracle"), CONFIG)
+    found = sample_alternatives(expert, failures, k=3)
+    scored = score_steps(OraclePRM(), failures, found)
+    assert any(s.candidate for s in scored)
+    picks = branch_points(scored)
+    assert picks and all(scored_step.candidate for scored_step in scored
+                         if any((p.trajectory, p.at) == (scored_step.alternatives.trajectory,
+                                                         scored_step.alternatives.at) for p in picks))
+    # The oracle continues after each alternative, so a branch fails only when the step budget
+    # the failure already spent runs out; the stubborn policy (always up) gets there only when
+    # the alternative leaves the goal straight above it.
+    verified = verify(RolloutEngine(lake, load_model("oracle"), CONFIG), failures, picks)
+    stubborn = verify(RolloutEngine(lake, always("up"), CONFIG), failures, picks)
+    assert sum(b.verified for b in stubborn) < sum(b.verified for b in verified)
+    assert all(b.continuations[0].truncated for b in verified if not b.verified)
+    assert all(set(s.action for s in b.continuations[0].steps[b.pick.at + 1:]) <= {"up"} for b in stubborn)
+    pairs = make_pairs(failures, scored, verified, CONFIG.prompt_builder())
+    assert len(pairs) == sum(b.verified for b in verified)
+    assert len(make_pairs(failures, scored, stubborn, CONFIG.prompt_builder())) == sum(b.verified for b in stubborn)
+    for pair in pairs:
+        json.dumps(pair)  # JSON-compatible, as the JSONL file needs
+        assert pair["chosen"] != pair["rejected"] and pair["rejected_action"] == "up"
+        assert pair["prm"]["policy"] < 0.45 < 0.65 < pair["prm"]["chosen"]
+        env = make(pair["env"], **pair["env_kwargs"])
+        env.reset(pair["seed"])
+        for action in pair["prefix_actions"] + [pair["chosen_action"]] + pair["branch"]["actions"]:
+            _, _, terminated, truncated, info = env.step(action)
+        assert info["success"] and pair["branch"]["success"]
+        assert pair["prompt"][-1]["role"] == "user" and pair["chosen"][0]["role"] == "assistant"
+
+
+def test_ablations_no_prm_branches_everything_and_no_verification_trusts_the_prm():
+    failures = failures_of("up")[:4]
+    found = sample_alternatives(RolloutEngine(lake, load_model("random:3"), CONFIG), failures, k=3)
+    scored = score_steps(OraclePRM(), failures, found)
+    everything = branch_points(scored, use_prm=False)
+    assert len(everything) == sum(len(a.actions) for a in found) >= len(branch_points(scored))
+    unverified = make_pairs(failures, scored, [], CONFIG.prompt_builder(), verified_only=False)
+    assert all(p["branch"] is None and p["prm"]["chosen"] > 0.65 for p in unverified)
+    assert len(unverified) == sum(sum(v > 0.65 for v in s.scores) for s in scored if s.candidate)
+
+
+@pytest.mark.parametrize("text, value", [
+    ("Score: 0.8", 0.8), ("score = .35", 0.35), ("**Score:** 80%", 0.8), ("I give it 7/10.", 0.7),
+    ("Score: 1", 1.0), ("0", 0.0), ("Score: 3", None), ("no idea", None), ("Score: 85/100", 0.85),
+])
+def test_judge_scores_are_parsed_tolerantly(text, value):
+    assert parse_score(text) == (None if value is None else pytest.approx(value))
+
+
+def test_the_judge_falls_back_to_its_stated_value_and_counts_failures():
+    answers = iter(["Score: 0.9", "I cannot tell", Completion(text="", error="timeout")])
+    judge = JudgePRM(RecordingBackend(lambda request: next(answers)), fallback=0.3)
+    trajectory = failures_of("up")[0]
+    scores = judge.score([StepQuery(trajectory, 0, a) for a in ("down", "left", "right")])
+    assert [s.value for s in scores] == [0.9, 0.3, 0.3] and judge.failures == 2
+    assert scores[1].error.startswith("no score") and "timeout" in scores[2].error
+    prompt = judge.prompt(StepQuery(trajectory, 0, "down"))[-1].content
+    assert "Proposed next move: down" in prompt and trajectory.steps[0].observation.strip()[:20] in prompt
+    with pytest.raises(ValueError, match="fallback"):
+        JudgePRM(RecordingBackend(lambda r: ""), fallback=2.0)
