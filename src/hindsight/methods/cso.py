@@ -1,0 +1,248 @@
+"""Critical Step Optimization: DPO on verified critical steps found in the policy's own failures.
+
+One round, read top to bottom (repeated `rounds` times, each from the policy the last left):
+
+    failures  roll the policy out on fresh train tasks; keep the failed trajectories
+    alternatives  at every step of every failure, k samples of the expert at the replayed
+              state (one-turn continuations of the pooled engine), duplicates removed
+    PRM       the PRM rates the policy's action and each alternative; candidates:
+              r_policy < γ_low and max r_alt > γ_high
+    verify    each candidate's alternatives above γ_high: replay, take it, let the policy
+              finish; success verifies it
+    pairs     (s_t, chosen = verified alternative, rejected = the policy's action at t),
+              JSONL with provenance (round-N/pairs.jsonl)
+    DPO       TRL's DPOTrainer, β = 0.5, reference = the policy at the start of the round
+    log       the funnel (steps, candidates, verified, pairs, share supervised) and DPO's numbers
+
+Each stage's output lands in the run directory (round-N/) once it is complete, so a resumed
+run repeats no finished stage: it continues from the last round's checkpoint and the files of
+the round it was in. The run lifecycle (resume, evaluation and checkpoint cadence, final
+evaluation, summary) is `TrainingRun`'s.
+
+    hindsight train cso --config recipes/smoke-cso.yaml --out runs/smoke-cso
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from hindsight.agent.cso import (
+    Branch, BranchPick, ScoredStep, StepAlternatives, branch_points, make_pairs, sample_alternatives, score_steps,
+    verify,
+)
+from hindsight.agent.engine import RolloutEngine, Task
+from hindsight.agent.evaluate import summarize
+from hindsight.agent.prm import JudgePRM, OraclePRM, ProcessRewardModel
+from hindsight.algos.cso import EXPERT_POLICY, GAMMA_HIGH, GAMMA_LOW, PAIR_SOURCES, POLICY_POLICY, check_thresholds
+from hindsight.configs import option
+from hindsight.logs import trajectory_from_record, trajectory_to_record
+from hindsight.methods.basics import Schedule, SupervisedBasics
+from hindsight.methods.lifecycle import TrainingRun
+from hindsight.methods.model_setup import load_latest, load_trainable
+from hindsight.train.distributed import single_process
+from hindsight.train.dpo import DPOSettings, dpo_round
+from hindsight.types import SamplingParams, Trajectory
+
+
+@dataclass(frozen=True)
+class CSOConfig(SupervisedBasics):
+    init_from: str = option("", "the policy CSO improves: a run directory, checkpoint, PEFT folder, bundled adapter "
+                                "name or adapter spec (as GRPO's init_from)")
+    expert: str = option("oracle", "who proposes alternatives: oracle (the env's planner), policy (the policy itself: "
+                                   "the policy+policy pair source), or a model spec (smollm2+ADAPTER, hf:PATH, openai:NAME)")
+    prm: str = option("oracle", "who rates actions in [0, 1]: oracle (planner progress) or a model spec for an "
+                                "LLM judge with a rubric")
+    prm_fallback: float = option(0.5, "the score an unreadable judge answer gets (counted in cso/prm_failures)")
+    rounds: int = option(2, "rounds of failures → pairs → DPO, each from the previous round's policy")
+    tasks_per_round: int = option(64, "fresh train tasks the policy is rolled out on per round")
+    temperature: float = option(1.0, "sampling temperature of the policy's rollouts and branch continuations")
+    expert_temperature: float = option(1.0, "sampling temperature of the expert's k alternatives")
+    k: int = option(5, "alternatives sampled per step (before duplicates are removed)")
+    gamma_low: float = option(GAMMA_LOW, "a candidate's policy action scores below this")
+    gamma_high: float = option(GAMMA_HIGH, "a candidate's best alternative scores above this; alternatives above it "
+                                           "are verified")
+    use_prm: bool = option(True, "false: the 'no PRM' ablation, every alternative of every step is verified")
+    verification: bool = option(True, "false: the 'no verification' ablation, PRM-selected pairs without branches")
+    verify_rollouts: int = option(1, "policy continuations per alternative; any success verifies it")
+    pair_source: str = option(EXPERT_POLICY, "expert+policy (paper), expert+expert (rejected: an alternative whose "
+                                             "branch failed) or policy+policy (needs expert: policy)")
+    beta: float = option(0.5, "DPO's β")
+    epochs: int = option(2, "DPO passes over a round's pairs")
+    batch_size: int = option(8, "pairs per DPO optimizer step")
+    micro_batch_size: int = option(4, "pairs per forward/backward")
+    lr: float = option(5e-5, "DPO learning rate")
+    warmup_steps: int = option(0, "linear warm-up optimizer steps of each round's DPO")
+    checkpoint_every: int = option(1, "save a checkpoint every N rounds (always after the last)")
+    eval_every: int = option(0, "evaluate on the validation split every N rounds (0: only at the end)")
+    eval_episodes: int = option(50, "tasks per validation evaluation")
+    final_eval_split: str = option("test", "split evaluated at the end ('' skips it)")
+    final_eval_episodes: int = option(100, "tasks of the final evaluation")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_thresholds(self.gamma_low, self.gamma_high)
+        if self.pair_source not in PAIR_SOURCES:
+            raise ValueError(f"pair_source must be one of {', '.join(PAIR_SOURCES)}")
+        if (self.pair_source == POLICY_POLICY) != (self.expert == "policy"):
+            raise ValueError("the policy+policy pair source and expert: policy go together (the policy proposes "
+                             "its own alternatives)")
+        if self.pair_source == "expert+expert" and not self.verification:
+            raise ValueError("expert+expert pairs reject an alternative whose branch failed: it needs verification")
+        for name in ("rounds", "tasks_per_round", "k", "verify_rollouts"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if not 0.0 <= self.prm_fallback <= 1.0:
+            raise ValueError("prm_fallback must be in [0, 1]")
+        DPOSettings(beta=self.beta, batch_size=self.batch_size, micro_batch_size=self.micro_batch_size)
+
+    def rounds_schedule(self) -> Schedule:
+        return Schedule(checkpoint_every=self.checkpoint_every, keep_checkpoints=self.keep_checkpoints,
+                        eval_every=self.eval_every, eval_episodes=self.eval_episodes,
+                        final_split=self.final_eval_split, final_episodes=self.final_eval_episodes)
+
+    def dpo_settings(self) -> DPOSettings:
+        return DPOSettings(beta=self.beta, lr=self.lr, epochs=self.epochs, batch_size=self.batch_size,
+                           micro_batch_size=self.micro_batch_size, warmup_steps=self.warmup_steps,
+                           weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm, seed=self.seed)
+
+
+class RoundFiles:
+    """A round's stage outputs (round-N/NAME.jsonl), each written whole or not at all."""
+
+    def __init__(self, run: Path, round_number: int):
+        self.folder = run / f"round-{round_number}"
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def cached(self, name: str, compute: Callable[[], list], encode: Callable[[Any], dict],
+               decode: Callable[[dict], Any]) -> list:
+        path = self.folder / f"{name}.jsonl"
+        if path.exists():
+            return [decode(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        items = compute()
+        tmp = path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(json.dumps(encode(item)) + "\n" for item in items), encoding="utf-8")
+        tmp.replace(path)  # a stage that crashed leaves no file, so it runs again
+        return items
+
+
+def _scored_from(record: dict) -> ScoredStep:
+    alternatives = StepAlternatives(**{**record["alternatives"], "actions": tuple(record["alternatives"]["actions"])})
+    return ScoredStep(alternatives, record["policy_score"], tuple(record["scores"]), record["candidate"],
+                      record["prm_failures"])
+
+
+def _branch_to(branch: Branch) -> dict:
+    return {"pick": asdict(branch.pick), "continuations": [trajectory_to_record(t) for t in branch.continuations]}
+
+
+def _branch_from(record: dict) -> Branch:
+    return Branch(BranchPick(**record["pick"]), tuple(trajectory_from_record(t) for t in record["continuations"]))
+
+
+def resolve_prm(config: CSOConfig, policy: Any) -> ProcessRewardModel:
+    from hindsight.llm import load_model
+
+    if config.prm == "oracle":
+        return OraclePRM()
+    judge = policy if config.prm == "policy" else load_model(config.prm)
+    return JudgePRM(judge, fallback=config.prm_fallback)
+
+
+def resolve_expert(config: CSOConfig, policy: Any) -> Any:
+    from hindsight.llm import load_model
+
+    return policy if config.expert == "policy" else load_model(config.expert)
+
+
+def funnel(rollouts: Sequence[Trajectory], failures: Sequence[Trajectory], scored: Sequence[ScoredStep],
+           picks: Sequence[BranchPick], branches: Sequence[Branch], pairs: Sequence[dict]) -> dict[str, float]:
+    """The round's numbers: from failed trajectories to candidates, verified steps and pairs."""
+    steps = sum(t.num_steps for t in failures)
+    supervised = {(p["trajectory_id"], p["at"]) for p in pairs}
+    verified = [b for b in branches if b.verified]
+    return {
+        "cso/rollout_success_rate": summarize(rollouts).success_rate if rollouts else 0.0,
+        "cso/failed_trajectories": float(len(failures)),
+        "cso/steps": float(steps),
+        "cso/alternatives_per_step": sum(len(s.alternatives.actions) for s in scored) / max(1, len(scored)),
+        "cso/unreadable_alternatives": float(sum(s.alternatives.unreadable for s in scored)),
+        "cso/candidates": float(sum(s.candidate for s in scored)),
+        "cso/candidates_per_failure": sum(s.candidate for s in scored) / max(1, len(failures)),
+        "cso/branched": float(len(picks)),
+        "cso/verified": float(len(verified)),
+        "cso/verification_rate": len(verified) / len(branches) if branches else 0.0,
+        "cso/pairs": float(len(pairs)),
+        "cso/share_supervised": len(supervised) / steps if steps else 0.0,
+        "cso/prm_failures": float(sum(s.prm_failures for s in scored)),
+    }
+
+
+def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Path:
+    from hindsight.envs import make
+
+    single_process("cso")
+    run = TrainingRun("cso", CSOConfig, config, out, resume=resume)
+    config = run.config
+    model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, config.full_finetune)
+    if config.init_from:
+        load_latest(model, config.init_from)  # a resumed run's checkpoint replaces it in begin()
+    run.begin(model, {}, {}, config.rounds_schedule())
+    make_env = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
+    train_seeds = make_env().split_seeds("train", config.rounds * config.tasks_per_round)
+    expert_backend = resolve_expert(config, model.backend)
+    prm = resolve_prm(config, model.backend)
+
+    prompts = config.rollout_config(SamplingParams(), "train").prompt_builder()
+
+    def engine(backend: Any, temperature: float, round_number: int, stage: int) -> RolloutEngine:
+        # Every stage samples from its own engine with its own seed, so a stage recomputed
+        # after a resume draws exactly what it would have drawn in an uninterrupted run.
+        sampling = SamplingParams(temperature=temperature, max_new_tokens=config.max_new_tokens)
+        seed = config.seed + 100_003 * round_number + 10_007 * stage
+        return RolloutEngine(make_env, backend, config.rollout_config(sampling, "train", seed=seed))
+
+    for r in run.steps(config.rounds, "cso rounds"):
+        started = time.perf_counter()
+        files = RoundFiles(run.path, r)
+        run.phase("failures")
+        seeds = train_seeds[(r - 1) * config.tasks_per_round:r * config.tasks_per_round]
+        rollouts = files.cached("rollouts", lambda: engine(model.backend, config.temperature, r, 1).run(
+                                    [Task(seed=s) for s in seeds]),
+                                trajectory_to_record, trajectory_from_record)
+        failures = [t for t in rollouts if not t.success]
+        run.env_steps += sum(t.num_steps for t in rollouts)
+
+        run.phase("alternatives")
+        expert = engine(expert_backend, config.expert_temperature, r, 2)
+        scored = files.cached("scored", lambda: score_steps(prm, failures, sample_alternatives(expert, failures, config.k),
+                                                           config.gamma_low, config.gamma_high),
+                              asdict, _scored_from)
+        picks = branch_points(scored, config.gamma_high, use_prm=config.use_prm) if config.verification else []
+
+        run.phase("verify")
+        policy = engine(model.backend, config.temperature, r, 3)
+        branches = files.cached("branches", lambda: verify(policy, failures, picks, config.verify_rollouts),
+                                _branch_to, _branch_from)
+        run.env_steps += sum(t.num_steps for b in branches for t in b.continuations)
+
+        pairs = files.cached("pairs", lambda: make_pairs(failures, scored, branches, prompts,
+                                                         source=config.pair_source,
+                                                         verified_only=config.verification,
+                                                         high=config.gamma_high),
+                             lambda pair: {**pair, "round": r}, dict)
+        row = funnel(rollouts, failures, scored, picks, branches, pairs)
+        collect_s = time.perf_counter() - started
+
+        run.phase("dpo")
+        started = time.perf_counter()
+        if pairs:
+            row.update(dpo_round(model, pairs, config.dpo_settings(), run.path).metrics())
+        row.update({"rollout/env_steps": run.env_steps, "timing/collect_s": collect_s,
+                    "timing/dpo_s": time.perf_counter() - started})
+        run.end_step(r, row, f"{len(failures)} failures · {int(row['cso/candidates'])} candidates · "
+                             f"{int(row['cso/verified'])} verified · {len(pairs)} pairs")
+    return run.finish(rounds=config.rounds, env_steps=run.env_steps)

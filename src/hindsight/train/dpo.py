@@ -1,0 +1,111 @@
+"""One round of DPO on preference pairs, with TRL's `DPOTrainer`, on a `TrainableModel`'s policy.
+
+    stats = dpo_round(model, pairs, DPOSettings(beta=0.5, ...), work_dir)
+
+The pairs are HF-datasets-compatible records with conversational `prompt`, `chosen` and
+`rejected` (what `hindsight.agent.cso.make_pairs` writes). The reference is the policy as
+it is when the round starts (CSO: the previous round's policy): a frozen copy with its
+adapter merged into the base, so the trained adapter and the reference never share weights.
+TRL trains the active adapter in place; the `TrainableModel` keeps working afterwards.
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from hindsight.train.model import TrainableModel
+
+
+@dataclass(frozen=True)
+class DPOSettings:
+    beta: float = 0.5
+    lr: float = 5e-5
+    epochs: int = 1
+    batch_size: int = 8
+    micro_batch_size: int = 4
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    max_length: int = 2048
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.beta <= 0:
+            raise ValueError("beta must be > 0")
+        if self.micro_batch_size < 1 or self.batch_size % self.micro_batch_size:
+            raise ValueError("batch_size must be a positive multiple of micro_batch_size")
+
+
+@dataclass(frozen=True)
+class DPOStats:
+    """What the round's last logged optimizer step reported (TRL's own metrics)."""
+
+    steps: int
+    loss: float
+    reward_accuracy: float
+    reward_margin: float
+    chosen_logp: float
+    rejected_logp: float
+    first_loss: float
+
+    def metrics(self, area: str = "dpo") -> dict[str, float]:
+        return {f"{area}/loss": self.loss, f"{area}/first_loss": self.first_loss,
+                f"{area}/reward_accuracy": self.reward_accuracy, f"{area}/reward_margin": self.reward_margin,
+                f"{area}/logp_chosen": self.chosen_logp, f"{area}/logp_rejected": self.rejected_logp,
+                f"{area}/optimizer_steps": float(self.steps)}
+
+
+def frozen_reference(model: TrainableModel) -> torch.nn.Module:
+    """A frozen copy of the active policy as a plain model (adapter merged into the base)."""
+    reference = copy.deepcopy(model.model)
+    if model.lora is not None:
+        reference = reference.merge_and_unload()
+    reference.eval()
+    for parameter in reference.parameters():
+        parameter.requires_grad_(False)
+    return reference
+
+
+def dpo_round(model: TrainableModel, pairs: Sequence[Mapping[str, Any]], settings: DPOSettings,
+              work_dir: str | Path | None = None) -> DPOStats:
+    """Train the active role on `pairs` with DPO against its own state at the start of the call."""
+    from datasets import Dataset
+    from trl import DPOConfig, DPOTrainer
+
+    if not pairs:
+        raise ValueError("DPO needs at least one pair")
+    dataset = Dataset.from_list([{"prompt": list(p["prompt"]), "chosen": list(p["chosen"]),
+                                  "rejected": list(p["rejected"])} for p in pairs])
+    reference = frozen_reference(model)
+    with tempfile.TemporaryDirectory(dir=work_dir) as scratch:  # TRL wants an output folder; we save ourselves
+        args = DPOConfig(
+            output_dir=scratch, beta=settings.beta, learning_rate=settings.lr, num_train_epochs=settings.epochs,
+            per_device_train_batch_size=settings.micro_batch_size,
+            gradient_accumulation_steps=settings.batch_size // settings.micro_batch_size,
+            warmup_steps=settings.warmup_steps, weight_decay=settings.weight_decay,
+            max_grad_norm=settings.max_grad_norm, max_length=settings.max_length, seed=settings.seed,
+            logging_steps=1, save_strategy="no", report_to=[], disable_tqdm=True,
+            use_cpu=not torch.cuda.is_available(),
+        )
+        trainer = DPOTrainer(model=model.model, ref_model=reference, args=args, train_dataset=dataset,
+                             processing_class=model.backend.tokenizer)
+        trainer.train()
+    model.model.eval()
+    logged = [row for row in trainer.state.log_history if "loss" in row]
+    if not logged:
+        raise RuntimeError("DPO ran no optimizer step (fewer pairs than one batch?)")
+    last = logged[-1]
+    return DPOStats(
+        steps=int(trainer.state.global_step), loss=float(last["loss"]),
+        reward_accuracy=float(last.get("rewards/accuracies", float("nan"))),
+        reward_margin=float(last.get("rewards/margins", float("nan"))),
+        chosen_logp=float(last.get("logps/chosen", float("nan"))),
+        rejected_logp=float(last.get("logps/rejected", float("nan"))),
+        first_loss=float(logged[0]["loss"]),
+    )
