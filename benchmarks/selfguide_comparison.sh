@@ -63,8 +63,8 @@ for stage in $stages; do
     model="smollm2+$start"
     spawn react "evaluate '$out/react' --model '$model' --episodes 300 --temperature 0"
     spawn react-sg "evaluate '$out/react-sg' --model '$model' --episodes 300 --temperature 0 --self-guide --note-tokens 24"
-    spawn reflexion "evaluate '$out/reflexion' --model '$model' --episodes 300 --temperature 0 --reflexion 3 --note-tokens 48"
-    spawn reflact "evaluate '$out/reflact' --model '$model' --episodes 300 --temperature 0 --reflact --note-tokens 48"
+    spawn reflexion "evaluate '$out/reflexion' --model '$model' --episodes 300 --temperature 0 --reflexion 3 --note-tokens 32"
+    spawn reflact "evaluate '$out/reflact' --model '$model' --episodes 300 --temperature 0 --reflact --note-tokens 32"
     wait
     ;;
   arms)

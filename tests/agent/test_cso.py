@@ -127,3 +127,31 @@ def test_the_judge_falls_back_to_its_stated_value_and_counts_failures():
     assert "Proposed next move: down" in prompt and trajectory.steps[0].observation.strip()[:20] in prompt
     with pytest.raises(ValueError, match="fallback"):
         JudgePRM(RecordingBackend(lambda r: ""), fallback=2.0)
+
+
+def test_step_dpo_pairs_the_prms_best_alternative_at_every_step():
+    from hindsight.agent.cso import step_dpo_pairs
+
+    failures = failures_of("up")[:4]
+    found = sample_alternatives(RolloutEngine(lake, load_model("random:5"), CONFIG), failures, k=4)
+    scored = score_steps(OraclePRM(), failures, found)
+    pairs = step_dpo_pairs(failures, scored, CONFIG.prompt_builder())
+    expected = [s for s in scored if s.scores and max(s.scores) > s.policy_score]
+    assert len(pairs) == len(expected) > 0
+    for pair, step in zip(pairs, expected):
+        assert pair["prm"]["chosen"] == max(step.scores) and pair["source"] == "step-dpo"
+        assert pair["rejected_action"] == "up" and pair["branch"] is None
+
+
+def test_ipr_values_actions_by_the_success_of_policy_continuations():
+    from hindsight.agent.cso import monte_carlo_pairs, monte_carlo_picks
+
+    failures = failures_of("up")[:3]
+    found = sample_alternatives(RolloutEngine(lake, load_model("oracle"), CONFIG), failures, k=1)
+    picks = monte_carlo_picks(found)
+    assert len(picks) == sum(1 + len(a.actions) for a in found)
+    # The oracle continues: an action's value is 1 when the budget left allows finishing after it.
+    branches = verify(RolloutEngine(lake, load_model("oracle"), CONFIG), failures, picks, rollouts=2)
+    pairs = monte_carlo_pairs(failures, found, branches, CONFIG.prompt_builder())
+    assert pairs and all(p["prm"]["chosen"] > p["prm"]["rejected"] for p in pairs)
+    assert all(p["source"] == "ipr" and p["chosen_action"] != "up" for p in pairs)

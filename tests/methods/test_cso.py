@@ -79,8 +79,20 @@ def test_a_resumed_run_reuses_the_finished_stages_of_its_round(tiny_model_dir, t
     ({"gamma_low": 0.8, "gamma_high": 0.6}, "gamma_low <= gamma_high"),
     ({"pair_source": "expert+expert", "verification": False}, "needs verification"),
     ({"k": 0}, "k must be"),
+    ({"method": "ppo"}, "method must be one of"),
     ({"batch_size": 6, "micro_batch_size": 4}, "multiple of micro_batch_size"),
 ])
 def test_bad_cso_configs_are_refused(values, message):
     with pytest.raises(ConfigError, match=message):
         from_mapping(CSOConfig, values)
+
+
+def test_the_ipr_baseline_branches_every_action_several_times(tiny_model_dir, tmp_path):
+    run = train_cso(cso_config(tiny_model_dir, method="ipr", rounds=1, tasks_per_round=2, k=1, mc_rollouts=2,
+                               final_eval_split=""), tmp_path / "ipr")
+    (row,) = [r for r in read_metrics(run) if "cso/pairs" in r]
+    scored = [json.loads(line) for line in (run / "round-1" / "scored.jsonl").read_text().splitlines()]
+    branches = [json.loads(line) for line in (run / "round-1" / "branches.jsonl").read_text().splitlines()]
+    # The policy's own action and each alternative, at every step, each continued twice.
+    assert len(branches) == row["cso/branched"] == sum(1 + len(s["alternatives"]["actions"]) for s in scored)
+    assert all(len(b["continuations"]) == 2 for b in branches)

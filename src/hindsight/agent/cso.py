@@ -1,5 +1,10 @@
 """CSO's agent side: alternatives at recorded states, their process rewards, branch verification, pairs.
 
+Also the step-level baselines the paper compares with, built from the same stages:
+Step-DPO (`step_dpo_pairs`: the PRM's best alternative against the policy's action at every
+step, no verification) and IPR (`monte_carlo_pairs`: each action's value is the success rate
+of policy continuations after it).
+
 Everything here works on failed trajectories and rollout engines; nothing trains or writes
 files (`hindsight.methods.cso` runs the stages and keeps their outputs).
 
@@ -225,4 +230,56 @@ def make_pairs(failures: Sequence[Trajectory], scored: Sequence[ScoredStep], bra
             rejected = alt.policy_action if own else alt.actions[choice.rejected]
             pairs.append(pair_record(failures[alt.trajectory], alt.at, alt.actions[choice.chosen], rejected, prompts,
                                      scores=scores, source=source, branch=success))
+    return pairs
+
+
+def step_dpo_pairs(failures: Sequence[Trajectory], scored: Sequence[ScoredStep], prompts: PromptBuilder
+                   ) -> list[dict[str, Any]]:
+    """Step-DPO: at every step, the PRM's best alternative against the policy's action when it scores higher."""
+    pairs = []
+    for step in scored:
+        alt = step.alternatives
+        if not alt.actions:
+            continue
+        best = max(range(len(alt.actions)), key=lambda j: step.scores[j])
+        if step.scores[best] > step.policy_score:
+            scores = {"policy": step.policy_score, "chosen": step.scores[best], "rejected": step.policy_score,
+                      "alternatives": dict(zip(alt.actions, step.scores))}
+            pairs.append(pair_record(failures[alt.trajectory], alt.at, alt.actions[best], alt.policy_action, prompts,
+                                     scores=scores, source="step-dpo", branch=None))
+    return pairs
+
+
+def monte_carlo_picks(alternatives: Sequence[StepAlternatives]) -> list[BranchPick]:
+    """IPR's branches: every alternative and the policy's own action (alternative −1) at every step."""
+    picks = []
+    for alt in alternatives:
+        picks.append(BranchPick(alt.trajectory, alt.at, -1, alt.policy_action))
+        picks += [BranchPick(alt.trajectory, alt.at, j, action) for j, action in enumerate(alt.actions)]
+    return picks
+
+
+def monte_carlo_pairs(failures: Sequence[Trajectory], alternatives: Sequence[StepAlternatives],
+                      branches: Sequence[Branch], prompts: PromptBuilder) -> list[dict[str, Any]]:
+    """IPR: the alternative with the highest Monte-Carlo value against the policy's action when it is higher.
+
+    An action's value is the share of its policy continuations that succeeded (`verify` with
+    several rollouts over `monte_carlo_picks`).
+    """
+    value = {(b.pick.trajectory, b.pick.at, b.pick.alternative): sum(t.success for t in b.continuations)
+             / len(b.continuations) for b in branches}
+    pairs = []
+    for alt in alternatives:
+        if not alt.actions:
+            continue
+        own = value.get((alt.trajectory, alt.at, -1))
+        if own is None:
+            continue
+        values = [value.get((alt.trajectory, alt.at, j), 0.0) for j in range(len(alt.actions))]
+        best = max(range(len(alt.actions)), key=lambda j: values[j])
+        if values[best] > own:
+            scores = {"policy": own, "chosen": values[best], "rejected": own,
+                      "alternatives": dict(zip(alt.actions, values)), "kind": "monte-carlo success rate"}
+            pairs.append(pair_record(failures[alt.trajectory], alt.at, alt.actions[best], alt.policy_action, prompts,
+                                     scores=scores, source="ipr", branch=None))
     return pairs

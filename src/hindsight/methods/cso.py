@@ -14,6 +14,11 @@ One round, read top to bottom (repeated `rounds` times, each from the policy the
     DPO       TRL's DPOTrainer, β = 0.5, reference = the policy at the start of the round
     log       the funnel (steps, candidates, verified, pairs, share supervised) and DPO's numbers
 
+`method: step-dpo` and `method: ipr` are the paper's step-level baselines on the same stages:
+Step-DPO pairs the PRM's best alternative with the policy's action at every step (nothing is
+branched); IPR branches every alternative and the policy's own action `mc_rollouts` times and
+pairs the alternative with the best Monte-Carlo success rate against the policy's action.
+
 Each stage's output lands in the run directory (round-N/) once it is complete, so a resumed
 run repeats no finished stage: it continues from the last round's checkpoint and the files of
 the round it was in. The run lifecycle (resume, evaluation and checkpoint cadence, final
@@ -31,8 +36,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from hindsight.agent.cso import (
-    Branch, BranchPick, ScoredStep, StepAlternatives, branch_points, make_pairs, sample_alternatives, score_steps,
-    verify,
+    Branch, BranchPick, ScoredStep, StepAlternatives, branch_points, make_pairs, monte_carlo_pairs, monte_carlo_picks,
+    sample_alternatives, score_steps, step_dpo_pairs, verify,
 )
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.evaluate import summarize
@@ -48,8 +53,15 @@ from hindsight.train.dpo import DPOSettings, dpo_round
 from hindsight.types import SamplingParams, Trajectory
 
 
+METHODS = ("cso", "step-dpo", "ipr")
+
+
 @dataclass(frozen=True)
 class CSOConfig(SupervisedBasics):
+    method: str = option("cso", "cso, or a step-level baseline built from the same stages: step-dpo (the PRM's best "
+                                "alternative against the policy's action at every step, no verification) or ipr "
+                                "(Monte-Carlo step values: the success rate of policy continuations after each action)")
+    mc_rollouts: int = option(4, "ipr: policy continuations per action that estimate its value")
     init_from: str = option("", "the policy CSO improves: a run directory, checkpoint, PEFT folder, bundled adapter "
                                 "name or adapter spec (as GRPO's init_from)")
     expert: str = option("oracle", "who proposes alternatives: oracle (the env's planner), policy (the policy itself: "
@@ -92,7 +104,9 @@ class CSOConfig(SupervisedBasics):
                              "its own alternatives)")
         if self.pair_source == "expert+expert" and not self.verification:
             raise ValueError("expert+expert pairs reject an alternative whose branch failed: it needs verification")
-        for name in ("rounds", "tasks_per_round", "k", "verify_rollouts"):
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}")
+        for name in ("rounds", "tasks_per_round", "k", "verify_rollouts", "mc_rollouts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         if not 0.0 <= self.prm_fallback <= 1.0:
@@ -221,19 +235,29 @@ def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Pa
         scored = files.cached("scored", lambda: score_steps(prm, failures, sample_alternatives(expert, failures, config.k),
                                                            config.gamma_low, config.gamma_high),
                               asdict, _scored_from)
-        picks = branch_points(scored, config.gamma_high, use_prm=config.use_prm) if config.verification else []
+        if config.method == "ipr":
+            picks = monte_carlo_picks([step.alternatives for step in scored])
+        elif config.method == "cso" and config.verification:
+            picks = branch_points(scored, config.gamma_high, use_prm=config.use_prm)
+        else:
+            picks = []
+        rollouts_per_pick = config.mc_rollouts if config.method == "ipr" else config.verify_rollouts
 
         run.phase("verify")
         policy = engine(model.backend, config.temperature, r, 3)
-        branches = files.cached("branches", lambda: verify(policy, failures, picks, config.verify_rollouts),
+        branches = files.cached("branches", lambda: verify(policy, failures, picks, rollouts_per_pick),
                                 _branch_to, _branch_from)
         run.env_steps += sum(t.num_steps for b in branches for t in b.continuations)
 
-        pairs = files.cached("pairs", lambda: make_pairs(failures, scored, branches, prompts,
-                                                         source=config.pair_source,
-                                                         verified_only=config.verification,
-                                                         high=config.gamma_high),
-                             lambda pair: {**pair, "round": r}, dict)
+        def pairs_of_round() -> list[dict]:
+            if config.method == "step-dpo":
+                return step_dpo_pairs(failures, scored, prompts)
+            if config.method == "ipr":
+                return monte_carlo_pairs(failures, [step.alternatives for step in scored], branches, prompts)
+            return make_pairs(failures, scored, branches, prompts, source=config.pair_source,
+                              verified_only=config.verification, high=config.gamma_high)
+
+        pairs = files.cached("pairs", pairs_of_round, lambda pair: {**pair, "round": r}, dict)
         row = funnel(rollouts, failures, scored, picks, branches, pairs)
         collect_s = time.perf_counter() - started
 
