@@ -48,6 +48,7 @@ from hindsight.logs import trajectory_from_record, trajectory_to_record
 from hindsight.methods.basics import Schedule, SupervisedBasics
 from hindsight.methods.lifecycle import TrainingRun
 from hindsight.methods.model_setup import load_latest, load_trainable
+from hindsight.roles import RoleSpec, adapter_roles, attach, parse_role, resolve
 from hindsight.train.distributed import single_process
 from hindsight.train.dpo import DPOSettings, dpo_round
 from hindsight.types import SamplingParams, Trajectory
@@ -64,10 +65,11 @@ class CSOConfig(SupervisedBasics):
     mc_rollouts: int = option(4, "ipr: policy continuations per action that estimate its value")
     init_from: str = option("", "the policy CSO improves: a run directory, checkpoint, PEFT folder, bundled adapter "
                                 "name or adapter spec (as GRPO's init_from)")
-    expert: str = option("oracle", "who proposes alternatives: oracle (the env's planner), policy (the policy itself: "
-                                   "the policy+policy pair source), or a model spec (smollm2+ADAPTER, hf:PATH, openai:NAME)")
-    prm: str = option("oracle", "who rates actions in [0, 1]: oracle (planner progress) or a model spec for an "
-                                "LLM judge with a rubric")
+    expert: str = option("oracle", "role that proposes alternatives: oracle (the env's planner), policy (the policy "
+                                   "itself: the policy+policy pair source), adapter:SOURCE (a frozen adapter on the "
+                                   "shared base) or a model spec (docs/models.md, Roles)")
+    prm: str = option("oracle", "role that rates actions in [0, 1]: oracle (planner progress), or policy, "
+                                "adapter:SOURCE or a model spec answering a rubric as an LLM judge")
     prm_fallback: float = option(0.5, "the score an unreadable judge answer gets (counted in cso/prm_failures)")
     rounds: int = option(2, "rounds of failures → pairs → DPO, each from the previous round's policy")
     tasks_per_round: int = option(64, "fresh train tasks the policy is rolled out on per round")
@@ -96,6 +98,8 @@ class CSOConfig(SupervisedBasics):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        for spec in self.role_specs():
+            check_frozen(spec)
         check_thresholds(self.gamma_low, self.gamma_high)
         if self.pair_source not in PAIR_SOURCES:
             raise ValueError(f"pair_source must be one of {', '.join(PAIR_SOURCES)}")
@@ -112,6 +116,11 @@ class CSOConfig(SupervisedBasics):
         if not 0.0 <= self.prm_fallback <= 1.0:
             raise ValueError("prm_fallback must be in [0, 1]")
         DPOSettings(beta=self.beta, batch_size=self.batch_size, micro_batch_size=self.micro_batch_size)
+
+    def role_specs(self) -> tuple[RoleSpec, RoleSpec]:
+        """The expert and PRM roles (a frozen `adapter:SOURCE`, not a trained adapter: CSO trains the policy only)."""
+        return (parse_role("expert", self.expert, ("oracle", "policy", "adapter", "backend")),
+                parse_role("prm", self.prm, ("oracle", "policy", "adapter", "backend")))
 
     def rounds_schedule(self) -> Schedule:
         return Schedule(checkpoint_every=self.checkpoint_every, keep_checkpoints=self.keep_checkpoints,
@@ -157,19 +166,10 @@ def _branch_from(record: dict) -> Branch:
     return Branch(BranchPick(**record["pick"]), tuple(trajectory_from_record(t) for t in record["continuations"]))
 
 
-def resolve_prm(config: CSOConfig, policy: Any) -> ProcessRewardModel:
-    from hindsight.llm import load_model
-
-    if config.prm == "oracle":
-        return OraclePRM()
-    judge = policy if config.prm == "policy" else load_model(config.prm)
-    return JudgePRM(judge, fallback=config.prm_fallback)
-
-
-def resolve_expert(config: CSOConfig, policy: Any) -> Any:
-    from hindsight.llm import load_model
-
-    return policy if config.expert == "policy" else load_model(config.expert)
+def check_frozen(spec: RoleSpec) -> RoleSpec:
+    if spec.trained_adapter:
+        raise ValueError(f"{spec.role}: CSO trains only the policy; name the adapter's source (adapter:SOURCE)")
+    return spec
 
 
 def funnel(rollouts: Sequence[Trajectory], failures: Sequence[Trajectory], scored: Sequence[ScoredStep],
@@ -201,14 +201,19 @@ def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Pa
     single_process("cso")
     run = TrainingRun("cso", CSOConfig, config, out, resume=resume)
     config = run.config
-    model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, config.full_finetune)
+    expert_role, prm_role = config.role_specs()
+    model = load_trainable(config.model, ("policy", *adapter_roles([expert_role, prm_role])), config.lora_rank,
+                           config.lora_alpha, config.full_finetune)
     if config.init_from:
         load_latest(model, config.init_from)  # a resumed run's checkpoint replaces it in begin()
+    for spec in (expert_role, prm_role):
+        attach(model, spec)
     run.begin(model, {}, {}, config.rounds_schedule())
     make_env = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
     train_seeds = make_env().split_seeds("train", config.rounds * config.tasks_per_round)
-    expert_backend = resolve_expert(config, model.backend)
-    prm = resolve_prm(config, model.backend)
+    expert_backend = resolve(expert_role, model)
+    prm: ProcessRewardModel = OraclePRM() if prm_role.kind == "oracle" else JudgePRM(
+        resolve(prm_role, model), fallback=config.prm_fallback)
 
     prompts = config.rollout_config(SamplingParams(), "train").prompt_builder()
 

@@ -51,13 +51,13 @@ from hindsight.methods.basics import EvalSettings, PolicyGradientBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun, evaluate_trainable
 from hindsight.methods.metrics import eval_metrics, update_metrics
 from hindsight.methods.model_setup import load_latest, load_trainable, make_optimizer
+from hindsight.roles import parse_role, resolve
 from hindsight.train.distributed import single_process
 from hindsight.train.model import TrainableModel
 from hindsight.train.sequences import TrainingSequence, reply_ids, reply_sequence, turn_sequences
 from hindsight.train.update import policy_gradient_update
 from hindsight.types import SamplingParams, Trajectory
 
-CRITIC_CHOICES = ("adapter", "template")
 # Model specs that can write critiques (oracle and random only act in environments).
 _CRITIC_PROVIDERS = ("smollm2", "hf", "openai", "scripted")
 
@@ -92,14 +92,14 @@ class ECHOConfig(PolicyGradientBasics):
             raise ValueError("eta must be > 0")
         if self.negative_weight < 0:
             raise ValueError("negative_weight must be >= 0")
-        if self.critic not in CRITIC_CHOICES:
-            from hindsight.llm import ModelError, parse_spec
+        critic = parse_role("critic", self.critic, ("adapter", "template", "backend"))
+        if critic.kind == "adapter" and critic.source:
+            raise ValueError("critic: ECHO trains its critic adapter; start it from a source with critic_init_from "
+                             "(and freeze_critic: true to keep it fixed)")
+        if critic.kind == "backend":
+            from hindsight.llm import parse_spec
 
-            try:
-                provider = parse_spec(self.critic).provider
-            except ModelError as exc:
-                raise ValueError(f"critic: {exc}") from None
-            if provider not in _CRITIC_PROVIDERS:
+            if parse_spec(critic.source).provider not in _CRITIC_PROVIDERS:
                 raise ValueError(f"critic {self.critic!r} cannot write critiques; use adapter, template or a "
                                  "language-model spec")
         if self.critic_init_from and self.critic != "adapter":
@@ -121,18 +121,6 @@ class ECHOConfig(PolicyGradientBasics):
         return SamplingParams(temperature=temperature, max_new_tokens=self.critic_max_new_tokens, seed=seed)
 
 
-class AdapterCritic(ModelCritic):
-    """The critic adapter of the model being trained, switched on while it writes."""
-
-    def __init__(self, model: TrainableModel, prompt: CriticPrompt):
-        super().__init__(model.backend, prompt, name="adapter")
-        self.model = model
-
-    def critique(self, attempts: Sequence[Trajectory], n: int, sampling: SamplingParams) -> list[list[Critique]]:
-        with self.model.role("critic"):
-            return super().critique(attempts, n, sampling)
-
-
 def build_critic(config: ECHOConfig, model: TrainableModel, criteria: str) -> Critic:
     """The critic the config asks for (the adapter critic writes with `model`)."""
     if config.no_critic:
@@ -140,11 +128,9 @@ def build_critic(config: ECHOConfig, model: TrainableModel, criteria: str) -> Cr
     if config.critic == "template":
         return TemplateCritic()
     prompt = CriticPrompt(criteria, config.rollout_config(SamplingParams(), "train").prompt_builder())
-    if config.critic == "adapter":
-        return AdapterCritic(model, prompt)
-    from hindsight.llm import load_model
-
-    return ModelCritic(load_model(config.critic), prompt)
+    role = parse_role("critic", config.critic)
+    # The adapter critic is the model's own "critic" adapter, switched on while it writes.
+    return ModelCritic(resolve(role, model), prompt, name="adapter" if role.kind == "adapter" else "")
 
 
 def load_echo_model(config: ECHOConfig) -> TrainableModel:
