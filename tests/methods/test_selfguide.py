@@ -12,6 +12,7 @@ import pytest
 
 from hindsight.agent.selfguide import SelfAssessor
 from hindsight.configs import ConfigError, from_mapping
+from hindsight.types import Completion
 from hindsight.logs import read_trajectories
 from hindsight.methods.grpo import GRPOConfig, train_grpo
 from hindsight.methods.sft import SFTConfig, train_sft
@@ -129,3 +130,26 @@ def test_echo_refuses_self_guide():
 
     with pytest.raises(ConfigError, match="GRPO switch"):
         from_mapping(ECHOConfig, {"self_guide": True})
+
+
+def test_rft_continues_a_policy_on_its_own_sampled_successes(tmp_path, monkeypatch):
+    """demo_samples attempts per task at demo_temperature, each kept when it succeeds."""
+    from hindsight.methods import sft
+
+    seen = []
+
+    class Stub:
+        spec = "stub"
+
+        def generate(self, requests, params):
+            seen.append(params.temperature)
+            return [Completion(text=f"<action>{r.env.oracle_action()}</action>") for r in requests]
+
+    monkeypatch.setattr("hindsight.llm.load_model", lambda spec, **kw: Stub())
+    config = SFTConfig(env_kwargs={"size": 3, "max_steps": 6}, demos="stub", demo_episodes=5, demo_samples=3,
+                       demo_temperature=1.0, max_new_tokens=8)
+    demos = sft.collect_demonstrations(config)
+    assert set(seen) == {1.0} and all(t.success for t in demos)
+    assert len(demos) == 15 and len({t.id for t in demos}) == 15  # 5 tasks × 3 samples, each its own attempt
+    with pytest.raises(ConfigError, match="demo_temperature"):
+        from_mapping(SFTConfig, {"demo_samples": 2})

@@ -7,6 +7,10 @@ policy or from any run directory — into a LoRA adapter:
     demos → per-turn sequences (prompt as the policy will see it + response)
           → AdamW on the response tokens only → checkpoint every N steps → evaluate
 
+With `init_from` the same loop is RFT (rejection-sampling fine-tuning, a CSO baseline): a
+policy continues on its own sampled successes, `demos: smollm2+POLICY`,
+`demo_temperature: 1`, `demo_samples: 4`.
+
 `hindsight train sft --resume RUN` continues a killed run from its latest checkpoint,
 on the demonstrations that run saved.
 """
@@ -36,6 +40,8 @@ from hindsight.types import SamplingParams, Step, Trajectory
 class SFTConfig(SupervisedBasics):
     demos: str = option("oracle", "where demonstrations come from: a policy spec (oracle) or a run directory")
     demo_episodes: int = option(200, "train-split tasks to collect demonstrations on (policy demos)")
+    demo_samples: int = option(1, "attempts per task when a policy collects demos (RFT samples several, keeps successes)")
+    demo_temperature: float = option(0.0, "sampling temperature of a policy collecting demos (0 is greedy)")
     action_only: bool = option(True, "train on `<action>X</action>` responses, dropping the demo's analysis text")
     init_from: str = option("", "continue an existing policy instead of a fresh adapter (e.g. teach a trained policy "
                                 "to write self-assessments): any source GRPO's init_from takes")
@@ -51,6 +57,10 @@ class SFTConfig(SupervisedBasics):
         super().__post_init__()
         if self.assessment_demos and not self.self_guide:
             raise ValueError("assessment_demos needs self_guide: true")
+        if self.demo_samples < 1:
+            raise ValueError("demo_samples must be >= 1")
+        if self.demo_samples > 1 and self.demo_temperature == 0:
+            raise ValueError("demo_samples > 1 needs demo_temperature > 0 (greedy attempts would all be the same)")
         if self.assessment_only and not self.assessment_demos:
             raise ValueError("assessment_only needs self_guide: true and assessment_demos (the trajectories to judge)")
 
@@ -65,9 +75,11 @@ def collect_demonstrations(config: SFTConfig) -> list[Trajectory]:
     env = make(config.env, **config.env_kwargs)
     seeds = env.split_seeds("train", config.demo_episodes)
     # The demonstrator only acts; self-assessments, if any, are the oracle's (added after).
-    rollout = replace(config.rollout_config(SamplingParams(temperature=0.0), "train"), pre_action=None)
+    sampling = SamplingParams(temperature=config.demo_temperature, max_new_tokens=config.max_new_tokens)
+    rollout = replace(config.rollout_config(sampling, "train"), pre_action=None)
     engine = RolloutEngine(lambda: make(config.env, **config.env_kwargs), load_model(config.demos), rollout)
-    return [t for t in engine.iter_run(Task(seed=s) for s in seeds) if t.success]
+    tasks = (Task(seed=s, sample=j) for s in seeds for j in range(config.demo_samples))
+    return [t for t in engine.iter_run(tasks) if t.success]
 
 
 def _action_only(step: Step) -> Step:
