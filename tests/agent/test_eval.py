@@ -151,3 +151,18 @@ def test_the_goal_reflection_prompt_shows_task_steps_and_situation():
     (system, user) = GoalReflector().prompt("Reach G.", [step], "You are at B.")
     assert "Reach G." in user.content and "1. left -> You are at B." in user.content
     assert user.content.index("Current situation:\nYou are at B.") > user.content.index("Steps so far")
+
+
+def test_best_of_n_takes_the_prms_favourite_candidate(tmp_path):
+    plain = run_eval(EvalConfig(env="frozenlake", model="random:1", episodes=20, env_kwargs={"size": 3},
+                                max_steps=6, out=str(tmp_path / "plain")))
+    chosen = run_eval(EvalConfig(env="frozenlake", model="random:1", episodes=20, env_kwargs={"size": 3},
+                                 max_steps=6, best_of=8, prm="oracle", out=str(tmp_path / "best")))
+    plain_rate = json.loads((plain / "summary.json").read_text())["success_rate"]
+    best_rate = json.loads((chosen / "summary.json").read_text())["success_rate"]
+    # Eight uniform candidates hold the planner's move 90% of the time; the oracle PRM finds it.
+    assert best_rate >= 0.8 > plain_rate + 0.3
+    with pytest.raises(ValueError, match="temperature above 0"):
+        EvalConfig(env="frozenlake", model="random", best_of=4, temperature=0)
+    with pytest.raises(ValueError, match="prm cannot be 'policy'"):
+        EvalConfig(env="frozenlake", model="random", best_of=4, prm="policy")

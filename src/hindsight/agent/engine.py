@@ -107,6 +107,23 @@ class Task:
 
 
 @dataclass(frozen=True)
+class BestOfN:
+    """Step-level best-of-N: `n` sampled candidates per turn, the PRM's favourite is taken.
+
+    `prm` is any `hindsight.agent.prm.ProcessRewardModel`; it rates every readable candidate
+    of every episode of the turn in one `score` call. A turn whose candidates are all
+    unreadable takes the first, which records the parse error as usual.
+    """
+
+    n: int
+    prm: Any
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError("best-of-N needs n >= 1")
+
+
+@dataclass(frozen=True)
 class RolloutConfig:
     """How episodes are run.
 
@@ -116,6 +133,8 @@ class RolloutConfig:
     `stop_action` lets the policy end an episode early (None disables it). `seed`
     makes backend sampling reproducible: generate call n of the run uses seed + n.
     `pre_action` writes an assessment before every action (see the module docstring).
+    `best_of` samples that many candidate actions per turn and takes the one a process reward
+    model rates highest (step-level best-of-N at inference; `BestOfN`).
     """
 
     memory: Memory = Memory(None)
@@ -127,6 +146,7 @@ class RolloutConfig:
     model_name: str = ""
     split: str = "test"
     pre_action: PreActionWriter | None = None
+    best_of: BestOfN | None = None
 
     def prompt_builder(self) -> PromptBuilder:
         """The prompts this configuration shows the policy (training rebuilds them with it)."""
@@ -294,6 +314,27 @@ class RolloutEngine:
         for episode, completion in zip(pool, self._generate(requests, self._sampling(writer.max_new_tokens))):
             episode.assessment = writer.parse(completion)
 
+    def _best_of(self, pool: Sequence[_Episode], best_of: BestOfN) -> list[Completion]:
+        """n candidates for every pooled episode in one generate call; one PRM call rates them all."""
+        from hindsight.agent.prm import StepQuery
+
+        n = best_of.n
+        candidates = self._generate([self.request(episode) for episode in pool for _ in range(n)], self._sampling())
+        queries, owners = [], []
+        for k, episode in enumerate(pool):
+            so_far = _finish(episode, self.config)
+            for j in range(n):
+                completion = candidates[k * n + j]
+                action = parse_response(completion.text).action if completion.error is None else None
+                if action:
+                    queries.append(StepQuery(so_far, len(episode.steps), action))
+                    owners.append((k, j))
+        best: dict[int, tuple[float, int]] = {}
+        for (k, j), score in zip(owners, best_of.prm.score(queries)):
+            if k not in best or score.value > best[k][0]:
+                best[k] = (score.value, j)
+        return [candidates[k * n + best.get(k, (0.0, 0))[1]] for k in range(len(pool))]
+
     def iter_run(self, tasks: Iterable[Task]) -> Iterator[Trajectory]:
         """Yield trajectories as they finish (not in task order)."""
         for _, trajectory in self._run_indexed(tasks):
@@ -320,7 +361,11 @@ class RolloutEngine:
                 continue
             if self.config.pre_action is not None:
                 self._assess([episode for _, episode in pool])
-            completions = self._generate([self.request(episode) for _, episode in pool], self._sampling())
+            episodes = [episode for _, episode in pool]
+            if self.config.best_of is not None:
+                completions = self._best_of(episodes, self.config.best_of)
+            else:
+                completions = self._generate([self.request(episode) for episode in episodes], self._sampling())
             still_running = []
             for (position, episode), completion in zip(pool, completions):
                 apply_response(episode, completion, self.config.stop_action)

@@ -53,6 +53,11 @@ class EvalConfig:
     #: Reflexion at inference: up to this many attempts per task; after each failed attempt
     #: the model writes a lesson that the next attempt shows (1 = a single attempt, ReAct).
     reflexion_attempts: int = 1
+    #: Step-level best-of-N at inference: sample this many candidate actions per turn (at
+    #: `temperature`) and take the one the `prm` role rates highest (1 = off).
+    best_of: int = 1
+    #: The PRM of best-of-N: oracle, or a model spec answering a rubric (docs/models.md, Roles).
+    prm: str = "oracle"
     #: Token budget of each note the model writes besides its actions: a self-assessment,
     #: a goal reflection or a Reflexion lesson.
     assessment_max_new_tokens: int = 48
@@ -66,6 +71,14 @@ class EvalConfig:
             raise ValueError("choose one of self_guide and reflact: each writes the one note before an action")
         if self.reflexion_attempts < 1:
             raise ValueError("reflexion_attempts must be >= 1")
+        if self.best_of < 1:
+            raise ValueError("best_of must be >= 1")
+        if self.best_of > 1 and self.temperature == 0:
+            raise ValueError("best_of > 1 needs a temperature above 0 (greedy candidates would all be the same)")
+        if self.best_of > 1:
+            from hindsight.roles import parse_role
+
+            parse_role("prm", self.prm, ("oracle", "backend"))
         Memory.parse(self.memory)
 
 
@@ -194,6 +207,18 @@ def _evaluate_reflexion(
     return summarize(written, time.perf_counter() - started)
 
 
+def best_of_n(config: EvalConfig) -> Any:
+    """Step-level best-of-N with the configured PRM, or None."""
+    from hindsight.agent.engine import BestOfN
+    from hindsight.agent.prm import JudgePRM, OraclePRM
+    from hindsight.roles import parse_role, resolve
+
+    if config.best_of == 1:
+        return None
+    role = parse_role("prm", config.prm, ("oracle", "backend"))
+    return BestOfN(config.best_of, OraclePRM() if role.kind == "oracle" else JudgePRM(resolve(role)))
+
+
 def run_eval(
     config: EvalConfig,
     *,
@@ -237,6 +262,7 @@ def run_eval(
         model_name=config.model,
         split=config.split,
         pre_action=pre_action_writer(config),
+        best_of=best_of_n(config),
     )
     if on_start is not None:
         on_start(len(seeds))

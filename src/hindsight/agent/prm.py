@@ -79,9 +79,9 @@ class OraclePRM:
         from hindsight.agent.critic import planner_distance
 
         scores = []
-        states: dict[tuple[str, int], object] = {}  # one replay per (trajectory, step), copied per action
+        states: dict[tuple[int, int], object] = {}  # one replay per (trajectory, step), copied per action
         for query in queries:
-            key = (query.trajectory.id, query.at)
+            key = (id(query.trajectory), query.at)
             if key not in states:
                 states[key] = replay_to(query.trajectory, query.at)
             env = copy.deepcopy(states[key])

@@ -35,6 +35,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--reflexion", type=int, default=1, metavar="ATTEMPTS",
                         help="Reflexion at inference: up to ATTEMPTS tries per task; after a failed try the "
                              "model writes a lesson that its next try at the same task is shown (default 1: off)")
+    parser.add_argument("--best-of", type=int, default=1, metavar="N",
+                        help="step-level best-of-N: sample N candidate actions per turn (at --temperature) and "
+                             "take the one --prm rates highest (default 1: off)")
+    parser.add_argument("--prm", default="oracle",
+                        help="process reward model of --best-of: oracle (the env's planner) or a model spec "
+                             "that answers a rubric (default oracle)")
     parser.add_argument("--note-tokens", type=int, default=48,
                         help="token budget of a self-assessment, goal reflection or Reflexion lesson (default 48)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -70,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
             self_guide=args.self_guide,
             reflact=args.reflact,
             reflexion_attempts=args.reflexion,
+            best_of=args.best_of,
+            prm=args.prm,
             assessment_max_new_tokens=args.note_tokens,
         )
         # Check the env id and options and the model spec before anything slow starts.
