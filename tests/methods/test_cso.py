@@ -96,3 +96,26 @@ def test_the_ipr_baseline_branches_every_action_several_times(tiny_model_dir, tm
     # The policy's own action and each alternative, at every step, each continued twice.
     assert len(branches) == row["cso/branched"] == sum(1 + len(s["alternatives"]["actions"]) for s in scored)
     assert all(len(b["continuations"]) == 2 for b in branches)
+
+
+def test_eto_pairs_the_experts_success_with_the_policys_failure_on_the_same_task(tiny_model_dir, tmp_path):
+    from hindsight.methods.eto import ETOConfig, train_eto
+
+    config = ETOConfig(model=f"hf:{tiny_model_dir}", env_kwargs={"size": 3, "max_steps": 6}, rounds=1,
+                       tasks_per_round=3, max_new_tokens=6, batch_size=2, micro_batch_size=1, epochs=2, lr=1e-3,
+                       final_eval_split="")
+    run = train_eto(config, tmp_path / "eto")
+    (row,) = [r for r in read_metrics(run) if "eto/pairs" in r]
+    pairs = [json.loads(line) for line in (run / "round-1" / "pairs.jsonl").read_text().splitlines()]
+    assert row["eto/failed_trajectories"] == 3 and row["eto/pairs"] == len(pairs) == 3  # the oracle solves each
+    assert row["dpo/first_loss"] == pytest.approx(0.6931, abs=1e-3) and row["dpo/optimizer_steps"] == 4
+    for pair in pairs:  # the chosen side replays to a success with the registry alone
+        from hindsight.envs import make
+
+        env = make(pair["env"], **pair["env_kwargs"])
+        env.reset(pair["seed"])
+        for action in pair["chosen_actions"]:
+            _, _, _, _, info = env.step(action)
+        assert info["success"] and pair["chosen_actions"] != pair["rejected_actions"]
+    with pytest.raises(ConfigError, match="expert cannot be 'policy'"):
+        from_mapping(ETOConfig, {"expert": "policy"})

@@ -28,13 +28,14 @@ METHODS = {
     "echo": MethodEntry("hindsight.methods.echo", "ECHOConfig", "train_echo"),
     "critic-sft": MethodEntry("hindsight.methods.critic_sft", "CriticSFTConfig", "train_critic_sft"),
     "cso": MethodEntry("hindsight.methods.cso", "CSOConfig", "train_cso"),
+    "eto": MethodEntry("hindsight.methods.eto", "ETOConfig", "train_eto"),
 }
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from hindsight.cli.main import add_threads_option
 
-    parser = subparsers.add_parser("train", help="train a model (sft, grpo, echo, critic-sft, cso)", description=__doc__,
+    parser = subparsers.add_parser("train", help="train a model (sft, grpo, echo, critic-sft, cso, eto)", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("method", choices=sorted(METHODS))
     parser.add_argument("--config", help="YAML file whose keys are the method's config fields")

@@ -29,28 +29,27 @@ evaluation, summary) is `TrainingRun`'s.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
 from hindsight.agent.cso import (
     Branch, BranchPick, ScoredStep, StepAlternatives, branch_points, make_pairs, monte_carlo_pairs, monte_carlo_picks,
     sample_alternatives, score_steps, step_dpo_pairs, verify,
 )
-from hindsight.agent.engine import RolloutEngine, Task
+from hindsight.agent.engine import Task
 from hindsight.agent.evaluate import summarize
 from hindsight.agent.prm import JudgePRM, OraclePRM, ProcessRewardModel
 from hindsight.algos.cso import EXPERT_POLICY, GAMMA_HIGH, GAMMA_LOW, PAIR_SOURCES, POLICY_POLICY, check_thresholds
 from hindsight.configs import option
 from hindsight.logs import trajectory_from_record, trajectory_to_record
-from hindsight.methods.basics import Schedule, SupervisedBasics
 from hindsight.methods.lifecycle import TrainingRun
 from hindsight.methods.model_setup import load_latest, load_trainable
+from hindsight.methods.preference import PreferenceBasics, RoundFiles, frozen_role
 from hindsight.roles import RoleSpec, adapter_roles, attach, parse_role, resolve
 from hindsight.train.distributed import single_process
-from hindsight.train.dpo import DPOSettings, dpo_round
+from hindsight.train.dpo import dpo_round
 from hindsight.types import SamplingParams, Trajectory
 
 
@@ -58,23 +57,14 @@ METHODS = ("cso", "step-dpo", "ipr")
 
 
 @dataclass(frozen=True)
-class CSOConfig(SupervisedBasics):
+class CSOConfig(PreferenceBasics):
     method: str = option("cso", "cso, or a step-level baseline built from the same stages: step-dpo (the PRM's best "
                                 "alternative against the policy's action at every step, no verification) or ipr "
                                 "(Monte-Carlo step values: the success rate of policy continuations after each action)")
     mc_rollouts: int = option(4, "ipr: policy continuations per action that estimate its value")
-    init_from: str = option("", "the policy CSO improves: a run directory, checkpoint, PEFT folder, bundled adapter "
-                                "name or adapter spec (as GRPO's init_from)")
-    expert: str = option("oracle", "role that proposes alternatives: oracle (the env's planner), policy (the policy "
-                                   "itself: the policy+policy pair source), adapter:SOURCE (a frozen adapter on the "
-                                   "shared base) or a model spec (docs/models.md, Roles)")
     prm: str = option("oracle", "role that rates actions in [0, 1]: oracle (planner progress), or policy, "
                                 "adapter:SOURCE or a model spec answering a rubric as an LLM judge")
     prm_fallback: float = option(0.5, "the score an unreadable judge answer gets (counted in cso/prm_failures)")
-    rounds: int = option(2, "rounds of failures → pairs → DPO, each from the previous round's policy")
-    tasks_per_round: int = option(64, "fresh train tasks the policy is rolled out on per round")
-    temperature: float = option(1.0, "sampling temperature of the policy's rollouts and branch continuations")
-    expert_temperature: float = option(1.0, "sampling temperature of the expert's k alternatives")
     k: int = option(5, "alternatives sampled per step (before duplicates are removed)")
     gamma_low: float = option(GAMMA_LOW, "a candidate's policy action scores below this")
     gamma_high: float = option(GAMMA_HIGH, "a candidate's best alternative scores above this; alternatives above it "
@@ -84,22 +74,11 @@ class CSOConfig(SupervisedBasics):
     verify_rollouts: int = option(1, "policy continuations per alternative; any success verifies it")
     pair_source: str = option(EXPERT_POLICY, "expert+policy (paper), expert+expert (rejected: an alternative whose "
                                              "branch failed) or policy+policy (needs expert: policy)")
-    beta: float = option(0.5, "DPO's β")
-    epochs: int = option(2, "DPO passes over a round's pairs")
-    batch_size: int = option(8, "pairs per DPO optimizer step")
-    micro_batch_size: int = option(4, "pairs per forward/backward")
-    lr: float = option(5e-5, "DPO learning rate")
-    warmup_steps: int = option(0, "linear warm-up optimizer steps of each round's DPO")
-    checkpoint_every: int = option(1, "save a checkpoint every N rounds (always after the last)")
-    eval_every: int = option(0, "evaluate on the validation split every N rounds (0: only at the end)")
-    eval_episodes: int = option(50, "tasks per validation evaluation")
-    final_eval_split: str = option("test", "split evaluated at the end ('' skips it)")
-    final_eval_episodes: int = option(100, "tasks of the final evaluation")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         for spec in self.role_specs():
-            check_frozen(spec)
+            frozen_role(spec)
         check_thresholds(self.gamma_low, self.gamma_high)
         if self.pair_source not in PAIR_SOURCES:
             raise ValueError(f"pair_source must be one of {', '.join(PAIR_SOURCES)}")
@@ -110,46 +89,16 @@ class CSOConfig(SupervisedBasics):
             raise ValueError("expert+expert pairs reject an alternative whose branch failed: it needs verification")
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}")
-        for name in ("rounds", "tasks_per_round", "k", "verify_rollouts", "mc_rollouts"):
+        for name in ("k", "verify_rollouts", "mc_rollouts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         if not 0.0 <= self.prm_fallback <= 1.0:
             raise ValueError("prm_fallback must be in [0, 1]")
-        DPOSettings(beta=self.beta, batch_size=self.batch_size, micro_batch_size=self.micro_batch_size)
 
     def role_specs(self) -> tuple[RoleSpec, RoleSpec]:
-        """The expert and PRM roles (a frozen `adapter:SOURCE`, not a trained adapter: CSO trains the policy only)."""
+        """The expert and PRM roles."""
         return (parse_role("expert", self.expert, ("oracle", "policy", "adapter", "backend")),
                 parse_role("prm", self.prm, ("oracle", "policy", "adapter", "backend")))
-
-    def rounds_schedule(self) -> Schedule:
-        return Schedule(checkpoint_every=self.checkpoint_every, keep_checkpoints=self.keep_checkpoints,
-                        eval_every=self.eval_every, eval_episodes=self.eval_episodes,
-                        final_split=self.final_eval_split, final_episodes=self.final_eval_episodes)
-
-    def dpo_settings(self) -> DPOSettings:
-        return DPOSettings(beta=self.beta, lr=self.lr, epochs=self.epochs, batch_size=self.batch_size,
-                           micro_batch_size=self.micro_batch_size, warmup_steps=self.warmup_steps,
-                           weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm, seed=self.seed)
-
-
-class RoundFiles:
-    """A round's stage outputs (round-N/NAME.jsonl), each written whole or not at all."""
-
-    def __init__(self, run: Path, round_number: int):
-        self.folder = run / f"round-{round_number}"
-        self.folder.mkdir(parents=True, exist_ok=True)
-
-    def cached(self, name: str, compute: Callable[[], list], encode: Callable[[Any], dict],
-               decode: Callable[[dict], Any]) -> list:
-        path = self.folder / f"{name}.jsonl"
-        if path.exists():
-            return [decode(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line]
-        items = compute()
-        tmp = path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(encode(item)) + "\n" for item in items), encoding="utf-8")
-        tmp.replace(path)  # a stage that crashed leaves no file, so it runs again
-        return items
 
 
 def _scored_from(record: dict) -> ScoredStep:
@@ -164,12 +113,6 @@ def _branch_to(branch: Branch) -> dict:
 
 def _branch_from(record: dict) -> Branch:
     return Branch(BranchPick(**record["pick"]), tuple(trajectory_from_record(t) for t in record["continuations"]))
-
-
-def check_frozen(spec: RoleSpec) -> RoleSpec:
-    if spec.trained_adapter:
-        raise ValueError(f"{spec.role}: CSO trains only the policy; name the adapter's source (adapter:SOURCE)")
-    return spec
 
 
 def funnel(rollouts: Sequence[Trajectory], failures: Sequence[Trajectory], scored: Sequence[ScoredStep],
@@ -217,26 +160,19 @@ def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Pa
 
     prompts = config.rollout_config(SamplingParams(), "train").prompt_builder()
 
-    def engine(backend: Any, temperature: float, round_number: int, stage: int) -> RolloutEngine:
-        # Every stage samples from its own engine with its own seed, so a stage recomputed
-        # after a resume draws exactly what it would have drawn in an uninterrupted run.
-        sampling = SamplingParams(temperature=temperature, max_new_tokens=config.max_new_tokens)
-        seed = config.seed + 100_003 * round_number + 10_007 * stage
-        return RolloutEngine(make_env, backend, config.rollout_config(sampling, "train", seed=seed))
-
     for r in run.steps(config.rounds, "cso rounds"):
         started = time.perf_counter()
         files = RoundFiles(run.path, r)
         run.phase("failures")
         seeds = train_seeds[(r - 1) * config.tasks_per_round:r * config.tasks_per_round]
-        rollouts = files.cached("rollouts", lambda: engine(model.backend, config.temperature, r, 1).run(
+        rollouts = files.cached("rollouts", lambda: config.round_engine(make_env, model.backend, config.temperature, r, 1).run(
                                     [Task(seed=s) for s in seeds]),
                                 trajectory_to_record, trajectory_from_record)
         failures = [t for t in rollouts if not t.success]
         run.env_steps += sum(t.num_steps for t in rollouts)
 
         run.phase("alternatives")
-        expert = engine(expert_backend, config.expert_temperature, r, 2)
+        expert = config.round_engine(make_env, expert_backend, config.expert_temperature, r, 2)
         scored = files.cached("scored", lambda: score_steps(prm, failures, sample_alternatives(expert, failures, config.k),
                                                            config.gamma_low, config.gamma_high),
                               asdict, _scored_from)
@@ -249,7 +185,7 @@ def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Pa
         rollouts_per_pick = config.mc_rollouts if config.method == "ipr" else config.verify_rollouts
 
         run.phase("verify")
-        policy = engine(model.backend, config.temperature, r, 3)
+        policy = config.round_engine(make_env, model.backend, config.temperature, r, 3)
         branches = files.cached("branches", lambda: verify(policy, failures, picks, rollouts_per_pick),
                                 _branch_to, _branch_from)
         run.env_steps += sum(t.num_steps for b in branches for t in b.continuations)
