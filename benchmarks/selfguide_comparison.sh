@@ -6,7 +6,8 @@
 #
 # Stages (default: all, in this order):
 #   start      the shipped frozenlake3 policy's own sampled attempts on 160 FrozenLake 5x5
-#              train tasks, then the shared start: SFT of self-assessments only on them
+#              train tasks, then the shared start: SFT of the oracle's assessments of every
+#              step of them, with the successful attempts' own moves rehearsed
 #   prompting  ReAct, ReAct+SG, Reflexion (3 attempts) and ReFlAct with the start, greedy,
 #              on the same 300 test tasks
 #   arms       GRPO, GRPO+SG, GRPO+SG+GR from the start, seeds 0 1 2 (recipes/grpo-selfguide-frozenlake5.yaml)
@@ -57,7 +58,8 @@ for stage in $stages; do
   case $stage in
   start)
     evaluate "$out/attempts" --model smollm2+frozenlake3 --episodes 160 --split train --temperature 1.0 --seed 0
-    train sft "$start" --config recipes/sft-selfguide-frozenlake5.yaml --set assessment_demos="$out/attempts" --threads 2
+    train sft "$start" --config recipes/sft-selfguide-frozenlake5.yaml --set demos="$out/attempts" \
+      --set assessment_demos="$out/attempts" --threads 2
     ;;
   prompting)
     model="smollm2+$start"

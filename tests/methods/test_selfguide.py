@@ -78,12 +78,21 @@ def test_sft_teaches_the_assessment_format_from_the_oracle(tiny_model_dir, tmp_p
     data = read_metrics(run)[0]
     # Every demonstrated turn gives two sequences: its assessment and its action.
     assert data["data/sequences"] == 2 * sum(t.num_steps for t in demos)
-    more = train_sft(SFTConfig(model=f"hf:{tiny_model_dir}", env_kwargs={"size": 3}, demo_episodes=4, epochs=1,
-                               batch_size=4, micro_batch_size=4, warmup_steps=0, eval_episodes=0, self_guide=True,
-                               assessment_demos=str(run / "trajectories" / "demos.jsonl")), tmp_path / "more")
-    extra = read_metrics(more)[0]
-    assert extra["data/assessment_trajectories"] == 2 * len(demos)
-    assert extra["data/sequences"] == 3 * sum(t.num_steps for t in demos)
+    # A policy's own attempts (mistakes included) add assessments only; a trajectory given both
+    # as a demonstration and as an attempt to judge is taught once.
+    from hindsight.agent.evaluate import EvalConfig, run_eval
+
+    tries = run_eval(EvalConfig(env="frozenlake", model="random:0", episodes=3, split="validation",
+                                env_kwargs={"size": 3}, max_steps=4, out=str(tmp_path / "tries")))
+    judged_steps = sum(t.num_steps for t in read_trajectories(tries))
+    for source, extra_trajectories, extra_steps in ((tries, 3, judged_steps),
+                                                    (run / "trajectories" / "demos.jsonl", 0, 0)):
+        more = train_sft(SFTConfig(model=f"hf:{tiny_model_dir}", env_kwargs={"size": 3}, demo_episodes=4, epochs=1,
+                                   batch_size=4, micro_batch_size=4, warmup_steps=0, eval_episodes=0,
+                                   self_guide=True, assessment_demos=str(source)), tmp_path / f"more-{extra_steps}")
+        extra = read_metrics(more)[0]
+        assert extra["data/assessment_trajectories"] == len(demos) + extra_trajectories
+        assert extra["data/sequences"] == 2 * sum(t.num_steps for t in demos) + extra_steps
     only = train_sft(SFTConfig(model=f"hf:{tiny_model_dir}", env_kwargs={"size": 3}, epochs=1, batch_size=4,
                                micro_batch_size=4, warmup_steps=0, eval_episodes=0, self_guide=True,
                                assessment_only=True, assessment_demos=str(run / "trajectories" / "demos.jsonl")),

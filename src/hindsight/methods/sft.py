@@ -121,8 +121,9 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
     if config.self_guide:
         assessed = list(demos)
         if config.assessment_demos:
+            taught = {t.id for t in demos}  # a demonstration given as both is taught once
             assessed += [with_oracle_assessments(t, rollout.pre_action)
-                         for t in read_trajectories(config.assessment_demos) if t.env == config.env]
+                         for t in read_trajectories(config.assessment_demos) if t.env == config.env and t.id not in taught]
         sequences += [s for t in assessed for s in assessment_sequences(t, tokenizer, rollout.pre_action)]
         data["data/assessment_trajectories"] = len(assessed)
     if not sequences:
