@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The CSO comparison of docs/results.md (issue 13), resumable: a finished run is skipped, an
+# unfinished one continues from its latest checkpoint (and reuses its finished stages).
+#
+#   . .venv/bin/activate && benchmarks/cso_comparison.sh [OUT_DIR] [STAGE...]
+#
+# Every arm starts from the shipped `frozenlake3` policy on FrozenLake 5x5 (about half of the
+# test tasks solved: headroom), gets 2 rounds on the same 2 x 32 train tasks, and is evaluated
+# greedily on the same 300 test tasks, seeds 0 1 2. Stages (default: all):
+#   start      the start itself on the 300 test tasks
+#   methods    CSO, RFT, ETO, Step-DPO, IPR
+#   ablations  CSO without the PRM, without verification, policy+policy pairs; and, with a
+#              proposer that has something to choose from (uniform random moves, filtered by
+#              the oracle PRM: the oracle expert is deterministic, so k and expert+expert
+#              would change nothing), k = 3, 5, 7 and expert+expert pairs
+# Two jobs side by side, one core each.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-runs/cso}
+shift || true
+stages=${*:-start methods ablations}
+mkdir -p "$out"
+recipe=recipes/smoke-cso.yaml
+prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
+lake=(--env frozenlake --set size=5 --set max_steps=10 --memory none --max-new-tokens 12 --system-prompt "$prompt")
+slots=2
+. benchmarks/lib.sh  # train, evaluate, spawn
+
+# The smoke recipe's settings, scaled: 2 rounds of 32 tasks, k = 5, 2 DPO epochs, 300 test tasks.
+common="--config $recipe --set rounds=2 --set tasks_per_round=32 --set k=5 --set epochs=2 --set final_eval_episodes=300"
+for stage in $stages; do
+  case $stage in
+  start)
+    spawn start "evaluate '$out/start' --model smollm2+frozenlake3 --episodes 300 --temperature 0"
+    wait
+    ;;
+  methods)
+    for seed in 0 1 2; do
+      spawn "cso-s$seed" "train cso '$out/cso-s$seed' $common --set seed=$seed"
+      spawn "step-dpo-s$seed" "train cso '$out/step-dpo-s$seed' $common --set seed=$seed --set method=step-dpo"
+      spawn "ipr-s$seed" "train cso '$out/ipr-s$seed' $common --set seed=$seed --set method=ipr --set mc_rollouts=2"
+      spawn "eto-s$seed" "train eto '$out/eto-s$seed' $common --set seed=$seed"
+      # RFT: the same 64 train tasks, 2 sampled attempts each, its successes cloned (1 epoch).
+      spawn "rft-s$seed" "train sft '$out/rft-s$seed' --config recipes/sft-frozenlake3.yaml --set seed=$seed \
+        --set env_kwargs='{size: 5, max_steps: 10}' --set init_from=frozenlake3 --set demos=smollm2+frozenlake3 \
+        --set demo_episodes=64 --set demo_samples=2 --set demo_temperature=1.0 --set epochs=1 --set lr=5.0e-5 \
+        --set eval_episodes=300"
+    done
+    wait
+    ;;
+  ablations)
+    for seed in 0 1 2; do
+      spawn "cso-no-prm-s$seed" "train cso '$out/cso-no-prm-s$seed' $common --set seed=$seed --set use_prm=false"
+      spawn "cso-no-verify-s$seed" "train cso '$out/cso-no-verify-s$seed' $common --set seed=$seed --set verification=false"
+      spawn "cso-pp-s$seed" "train cso '$out/cso-pp-s$seed' $common --set seed=$seed --set pair_source=policy+policy \
+        --set expert=policy"
+      for k in 3 5 7; do
+        spawn "cso-random-k$k-s$seed" "train cso '$out/cso-random-k$k-s$seed' $common --set seed=$seed --set expert=random \
+          --set k=$k"
+      done
+      spawn "cso-random-ee-s$seed" "train cso '$out/cso-random-ee-s$seed' $common --set seed=$seed --set expert=random \
+        --set pair_source=expert+expert"
+    done
+    wait
+    ;;
+  *) echo "unknown stage: $stage" >&2; exit 2 ;;
+  esac
+done

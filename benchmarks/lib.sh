@@ -1,0 +1,30 @@
+# Shared helpers of the resumable comparison scripts (sourced, not run).
+# The caller sets: out (the output folder), lake (an array of `hindsight eval` environment
+# flags) and slots (jobs side by side, one core each).
+
+train() {  # train METHOD DIR ARGS...: a new run, or the unfinished one continued
+  local method=$1 dir=$2
+  shift 2
+  if [ -f "$dir/summary.json" ]; then echo "done: $dir"; return; fi
+  if [ -f "$dir/config.yaml" ]; then hindsight train "$method" --resume "$dir"; else hindsight train "$method" "$@" --out "$dir"; fi
+}
+
+evaluate() {  # evaluate DIR ARGS...: skipped when finished; an interrupted one starts again
+  local dir=$1
+  shift
+  if [ -f "$dir/summary.json" ] && ! grep -q '"interrupted": true' "$dir/summary.json"; then echo "done: $dir"; return; fi
+  rm -rf "$dir"
+  hindsight eval "${lake[@]}" "$@" --out "$dir" --json
+}
+
+job=0
+spawn() {  # spawn LOG COMMAND...: run on the next free core, at most $slots at once
+  local log=$1
+  shift
+  while [ "$(jobs -rp | wc -l)" -ge "$slots" ]; do wait -n; done
+  local core=$((job % slots))
+  job=$((job + 1))
+  echo "$(date +%T) core $core: $log"
+  taskset -c "$core" env HINDSIGHT_THREADS=1 OMP_NUM_THREADS=1 bash -c "$(declare -f train evaluate); lake=(${lake[*]@Q}); $*" \
+    > "$out/$log.log" 2>&1 &
+}
