@@ -80,6 +80,7 @@ def test_a_resumed_run_reuses_the_finished_stages_of_its_round(tiny_model_dir, t
     ({"pair_source": "expert+expert", "verification": False}, "needs verification"),
     ({"k": 0}, "k must be"),
     ({"method": "ppo"}, "method must be one of"),
+    ({"self_guide": True}, "self_guide is a GRPO switch"),
     ({"batch_size": 6, "micro_batch_size": 4}, "multiple of micro_batch_size"),
 ])
 def test_bad_cso_configs_are_refused(values, message):

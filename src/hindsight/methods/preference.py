@@ -48,6 +48,8 @@ class PreferenceBasics(SupervisedBasics):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.self_guide:
+            raise ValueError("self_guide is a GRPO switch (hindsight train grpo); the DPO methods compare actions only")
         for name in ("rounds", "tasks_per_round"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
