@@ -143,8 +143,12 @@ def branch_points(scored: Sequence[ScoredStep], high: float = GAMMA_HIGH, *, use
     picks = []
     for step in scored:
         alt = step.alternatives
-        chosen = worth_verifying(step.scores, high) if use_prm and step.candidate else (
-            range(len(alt.actions)) if not use_prm else [])
+        if not use_prm:
+            chosen = list(range(len(alt.actions)))
+        elif step.candidate:
+            chosen = worth_verifying(step.scores, high)
+        else:
+            chosen = []
         picks += [BranchPick(alt.trajectory, alt.at, j, alt.actions[j]) for j in chosen]
     return picks
 
