@@ -256,6 +256,22 @@ def planner_distance(env: Any) -> float:
     return float(moves) if probe.is_success() else math.inf
 
 
+def planning_env(trajectory: Trajectory) -> Any:
+    """A fresh environment of `trajectory`'s task, reset, with no step budget (for the planner)."""
+    from hindsight.envs import make
+
+    env = make(trajectory.env, **{**trajectory.env_kwargs, "max_steps": PLAN_LIMIT})
+    env.reset(trajectory.seed)
+    return env
+
+
+def take_recorded(env: Any, trajectory: Trajectory, step: Any) -> None:
+    """Take a recorded step again, after checking the environment is where the log says it was."""
+    if env.state_key() != step.state_key:
+        raise ReplayDivergence(f"{trajectory.id}: turn {step.index} does not replay to its recorded state")
+    env.step(step.action or "")
+
+
 def _quote(text: str) -> str:
     return '"' + " ".join(text.split()) + '"'
 
@@ -272,19 +288,14 @@ def template_critique(attempt: Trajectory) -> str:
     The planner is exact for FrozenLake and Sudoku; BlocksWorld's is a good but not
     always shortest plan, so an equally good move can occasionally be flagged.
     """
-    from hindsight.envs import make
-
     if attempt.success:
         return "<reasoning>The attempt solved the task; the score is full.</reasoning>\n<critique>none</critique>"
-    env = make(attempt.env, **{**attempt.env_kwargs, "max_steps": PLAN_LIMIT})
-    env.reset(attempt.seed)
+    env = planning_env(attempt)
     score = f"The attempt scored {attempt.score:.2f} of 1."
     before = planner_distance(env)
     for step in attempt.steps:
-        if env.state_key() != step.state_key:
-            raise ReplayDivergence(f"{attempt.id}: turn {step.index} does not replay to its recorded state")
         move = env.oracle_action()
-        env.step(step.action or "")
+        take_recorded(env, attempt, step)
         after = planner_distance(env)
         if after < before:
             before = after

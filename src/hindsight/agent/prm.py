@@ -18,12 +18,12 @@ expert alternative at the same state. Two PRMs:
 from __future__ import annotations
 
 import copy
-import math
 import re
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from hindsight.agent.selfguide import render_steps
+from hindsight.agent.selfguide import judge_move, render_steps
+from hindsight.algos.selfguide import Label
 from hindsight.llm.base import ModelBackend
 from hindsight.types import ChatMessage, Conversation, GenerationRequest, SamplingParams, Trajectory
 
@@ -55,23 +55,25 @@ class ProcessRewardModel(Protocol):
 
 def replay_to(trajectory: Trajectory, at: int):
     """A fresh environment in the state before step `at` of `trajectory`, with no step budget."""
-    from hindsight.agent.critic import PLAN_LIMIT
-    from hindsight.agent.engine import ReplayDivergence
-    from hindsight.envs import make
+    from hindsight.agent.critic import planning_env, take_recorded
 
     if not 0 <= at <= trajectory.num_steps:
         raise ValueError(f"step {at} is outside the trajectory (0..{trajectory.num_steps})")
-    env = make(trajectory.env, **{**trajectory.env_kwargs, "max_steps": PLAN_LIMIT})
-    env.reset(trajectory.seed)
+    env = planning_env(trajectory)
     for step in trajectory.steps[:at]:
-        if env.state_key() != step.state_key:
-            raise ReplayDivergence(f"{trajectory.id}: step {step.index} does not replay to its recorded state")
-        env.step(step.action or "")
+        take_recorded(env, trajectory, step)
     return env
 
 
+#: The oracle PRM's score of each verdict of `judge_move`. Planner distances are whole moves,
+#: so this is 0.5 + 0.5 · (before − after) clipped to [0, 1], with 0 for a refused, wasted or
+#: fatal move and 1 for the move that solves the task.
+VERDICT_SCORE = {Label.NEGATIVE: 0.0, Label.NEUTRAL: 0.5, Label.POSITIVE: 1.0}
+
+
 class OraclePRM:
-    """The planner's verdict on one move (built-in environments only)."""
+    """The planner's verdict on one move (built-in environments only): Self-Guide's oracle
+    label (`judge_move`) as a number."""
 
     name = "oracle"
 
@@ -87,15 +89,9 @@ class OraclePRM:
             env = copy.deepcopy(states[key])
             before, state = planner_distance(env), env.state_key()
             _, _, _, _, info = env.step(query.action)
-            if info.get("success"):
-                scores.append(PRMScore(1.0, text="solves the task"))
-                continue
             after = planner_distance(env)
-            if not info.get("valid", True) or env.state_key() == state or math.isinf(after):
-                scores.append(PRMScore(0.0, text="refused, wasted or fatal"))
-                continue
-            value = min(1.0, max(0.0, 0.5 + 0.5 * (before - after)))
-            scores.append(PRMScore(value, text=f"plan {before:g} -> {after:g} moves"))
+            verdict = judge_move(before, after, bool(info.get("valid", True)), stuck=env.state_key() == state)
+            scores.append(PRMScore(VERDICT_SCORE[verdict], text=f"plan {before:g} -> {after:g} moves: {verdict.value}"))
         return scores
 
 

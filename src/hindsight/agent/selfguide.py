@@ -119,35 +119,33 @@ class SelfAssessor:
         )
 
 
-def oracle_labels(trajectory: Trajectory) -> list[Label | None]:
-    """The label a perfect judge gives at each turn: None at the first (no step yet), then for step t−1:
+def judge_move(before: float, after: float, valid: bool, stuck: bool) -> Label:
+    """The planner's verdict on one move, from its distance to success before and after.
 
-    positive when the planner's distance to success shrank; negative when it grew, the
-    move was refused or unreadable, changed nothing (walking into an edge: the prompt's
-    "wasted a move") or the episode ended unsolved; neutral otherwise (the state changed
-    but the distance did not).
-    The trajectory is replayed on a fresh environment without a step budget.
+    positive when the distance shrank; negative when it grew, the move was refused or
+    unreadable (`valid` False), changed nothing (`stuck`: walking into an edge, the prompt's
+    "wasted a move") or the episode ended unsolved (infinite distance); neutral otherwise
+    (the state changed but the distance did not).
     """
-    from hindsight.agent.critic import PLAN_LIMIT, planner_distance
-    from hindsight.agent.engine import ReplayDivergence
-    from hindsight.envs import make
+    if not valid or stuck or math.isinf(after) or after > before:
+        return Label.NEGATIVE
+    return Label.POSITIVE if after < before else Label.NEUTRAL
 
-    env = make(trajectory.env, **{**trajectory.env_kwargs, "max_steps": PLAN_LIMIT})
-    env.reset(trajectory.seed)
+
+def oracle_labels(trajectory: Trajectory) -> list[Label | None]:
+    """The label a perfect judge gives at each turn: None at the first (no step yet), then
+    `judge_move` of step t−1. The trajectory is replayed on a fresh environment without a
+    step budget.
+    """
+    from hindsight.agent.critic import planner_distance, planning_env, take_recorded
+
+    env = planning_env(trajectory)
     labels: list[Label | None] = [None]
     before = planner_distance(env)
     for step in trajectory.steps[:-1]:
-        if env.state_key() != step.state_key:
-            raise ReplayDivergence(f"{trajectory.id}: turn {step.index} does not replay to its recorded state")
-        env.step(step.action or "")
+        take_recorded(env, trajectory, step)
         after = planner_distance(env)
-        stuck = env.state_key() == step.state_key  # e.g. walked into the edge: a wasted move
-        if not step.valid or stuck or math.isinf(after) or after > before:
-            labels.append(Label.NEGATIVE)
-        elif after < before:
-            labels.append(Label.POSITIVE)
-        else:
-            labels.append(Label.NEUTRAL)
+        labels.append(judge_move(before, after, step.valid, stuck=env.state_key() == step.state_key))
         before = after
     return labels[: trajectory.num_steps]
 
