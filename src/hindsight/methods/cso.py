@@ -45,9 +45,8 @@ from hindsight.algos.cso import EXPERT_POLICY, GAMMA_HIGH, GAMMA_LOW, PAIR_SOURC
 from hindsight.configs import option
 from hindsight.logs import trajectory_from_record, trajectory_to_record
 from hindsight.methods.lifecycle import TrainingRun
-from hindsight.methods.model_setup import load_latest, load_trainable
 from hindsight.methods.preference import PreferenceBasics, RoundFiles, frozen_role
-from hindsight.roles import RoleSpec, adapter_roles, attach, parse_role, resolve
+from hindsight.roles import RoleSpec, parse_role, resolve
 from hindsight.train.distributed import single_process
 from hindsight.train.dpo import dpo_round
 from hindsight.types import SamplingParams, Trajectory
@@ -139,21 +138,12 @@ def funnel(rollouts: Sequence[Trajectory], failures: Sequence[Trajectory], score
 
 
 def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Path:
-    from hindsight.envs import make
-
     single_process("cso")
     run = TrainingRun("cso", CSOConfig, config, out, resume=resume)
     config = run.config
     expert_role, prm_role = config.role_specs()
-    model = load_trainable(config.model, ("policy", *adapter_roles([expert_role, prm_role])), config.lora_rank,
-                           config.lora_alpha, config.full_finetune)
-    if config.init_from:
-        load_latest(model, config.init_from)  # a resumed run's checkpoint replaces it in begin()
-    for spec in (expert_role, prm_role):
-        attach(model, spec)
+    model = config.load_policy([expert_role, prm_role])
     run.begin(model, {}, {}, config.rounds_schedule())
-    make_env = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
-    train_seeds = make_env().split_seeds("train", config.rounds * config.tasks_per_round)
     expert_backend = resolve(expert_role, model)
     prm: ProcessRewardModel = OraclePRM() if prm_role.kind == "oracle" else JudgePRM(
         resolve(prm_role, model), fallback=config.prm_fallback)
@@ -164,15 +154,15 @@ def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Pa
         started = time.perf_counter()
         files = RoundFiles(run.path, r)
         run.phase("failures")
-        seeds = train_seeds[(r - 1) * config.tasks_per_round:r * config.tasks_per_round]
-        rollouts = files.cached("rollouts", lambda: config.round_engine(make_env, model.backend, config.temperature, r, 1).run(
+        seeds = config.round_tasks(r)
+        rollouts = files.cached("rollouts", lambda: config.round_engine(model.backend, config.temperature, r, 1).run(
                                     [Task(seed=s) for s in seeds]),
                                 trajectory_to_record, trajectory_from_record)
         failures = [t for t in rollouts if not t.success]
         run.env_steps += sum(t.num_steps for t in rollouts)
 
         run.phase("alternatives")
-        expert = config.round_engine(make_env, expert_backend, config.expert_temperature, r, 2)
+        expert = config.round_engine(expert_backend, config.expert_temperature, r, 2)
         scored = files.cached("scored", lambda: score_steps(prm, failures, sample_alternatives(expert, failures, config.k),
                                                            config.gamma_low, config.gamma_high),
                               asdict, _scored_from)
@@ -185,7 +175,7 @@ def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Pa
         rollouts_per_pick = config.mc_rollouts if config.method == "ipr" else config.verify_rollouts
 
         run.phase("verify")
-        policy = config.round_engine(make_env, model.backend, config.temperature, r, 3)
+        policy = config.round_engine(model.backend, config.temperature, r, 3)
         branches = files.cached("branches", lambda: verify(policy, failures, picks, rollouts_per_pick),
                                 _branch_to, _branch_from)
         run.env_steps += sum(t.num_steps for b in branches for t in b.continuations)

@@ -28,9 +28,8 @@ from hindsight.agent.engine import Task
 from hindsight.agent.evaluate import summarize
 from hindsight.logs import trajectory_from_record, trajectory_to_record
 from hindsight.methods.lifecycle import TrainingRun
-from hindsight.methods.model_setup import load_latest, load_trainable
 from hindsight.methods.preference import PreferenceBasics, RoundFiles, frozen_role
-from hindsight.roles import adapter_roles, attach, parse_role, resolve
+from hindsight.roles import parse_role, resolve
 from hindsight.train.distributed import single_process
 from hindsight.train.sequences import turn_sequences
 from hindsight.train.trajectory_dpo import trajectory_dpo
@@ -60,20 +59,12 @@ def trajectory_pair(chosen: Trajectory, rejected: Trajectory, round_number: int)
 
 
 def train_eto(config: ETOConfig, out: str | Path, *, resume: bool = False) -> Path:
-    from hindsight.envs import make
-
     single_process("eto")
     run = TrainingRun("eto", ETOConfig, config, out, resume=resume)
     config = run.config
     expert_role = parse_role("expert", config.expert)
-    model = load_trainable(config.model, ("policy", *adapter_roles([expert_role])), config.lora_rank,
-                           config.lora_alpha, config.full_finetune)
-    if config.init_from:
-        load_latest(model, config.init_from)  # a resumed run's checkpoint replaces it in begin()
-    attach(model, expert_role)
+    model = config.load_policy([expert_role])
     run.begin(model, {}, {}, config.rounds_schedule())
-    make_env = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
-    train_seeds = make_env().split_seeds("train", config.rounds * config.tasks_per_round)
     expert_backend = resolve(expert_role, model)
     prompts = config.rollout_config(SamplingParams(), "train").prompt_builder()
     tokenizer = model.backend.tokenizer
@@ -82,14 +73,14 @@ def train_eto(config: ETOConfig, out: str | Path, *, resume: bool = False) -> Pa
         started = time.perf_counter()
         files = RoundFiles(run.path, r)
         run.phase("failures")
-        seeds = train_seeds[(r - 1) * config.tasks_per_round:r * config.tasks_per_round]
-        policy = config.round_engine(make_env, model.backend, config.temperature, r, 1)
+        seeds = config.round_tasks(r)
+        policy = config.round_engine(model.backend, config.temperature, r, 1)
         rollouts = files.cached("rollouts", lambda: policy.run([Task(seed=s) for s in seeds]),
                                 trajectory_to_record, trajectory_from_record)
         failures = [t for t in rollouts if not t.success]
 
         run.phase("expert")
-        expert = config.round_engine(make_env, expert_backend, config.expert_temperature, r, 2)
+        expert = config.round_engine(expert_backend, config.expert_temperature, r, 2)
         demonstrations = files.cached("expert", lambda: expert.run([Task(seed=t.seed) for t in failures]),
                                       trajectory_to_record, trajectory_from_record)
         run.env_steps += sum(t.num_steps for t in rollouts) + sum(t.num_steps for t in demonstrations)

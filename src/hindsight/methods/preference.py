@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from hindsight.agent.engine import RolloutEngine
 from hindsight.configs import option
 from hindsight.methods.basics import Schedule, SupervisedBasics
-from hindsight.roles import RoleSpec
+from hindsight.methods.model_setup import load_latest, load_trainable
+from hindsight.roles import RoleSpec, adapter_roles, attach
 from hindsight.train.dpo import DPOSettings
+from hindsight.train.model import TrainableModel
 from hindsight.types import SamplingParams
 
 
@@ -65,9 +67,33 @@ class PreferenceBasics(SupervisedBasics):
                            micro_batch_size=self.micro_batch_size, warmup_steps=self.warmup_steps,
                            weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm, seed=self.seed)
 
-    def round_engine(self, make_env: Callable[[], Any], backend: Any, temperature: float, round_number: int,
-                     stage: int) -> RolloutEngine:
-        """An engine whose sampling seed belongs to one stage of one round."""
+    def load_policy(self, roles: Sequence[RoleSpec]) -> TrainableModel:
+        """The policy adapter (from `init_from`) and an adapter per `adapter:SOURCE` role, on one base.
+
+        A resumed run's checkpoint replaces the policy's starting weights in `TrainingRun.begin`.
+        """
+        model = load_trainable(self.model, ("policy", *adapter_roles(roles)), self.lora_rank, self.lora_alpha,
+                               self.full_finetune)
+        if self.init_from:
+            load_latest(model, self.init_from)
+        for spec in roles:
+            attach(model, spec)
+        return model
+
+    def round_tasks(self, round_number: int) -> list[int]:
+        """The train-split seeds of one round: each round draws fresh tasks, the same for every arm."""
+        from hindsight.envs import make
+
+        seeds = make(self.env, **self.env_kwargs).split_seeds("train", self.rounds * self.tasks_per_round)
+        return seeds[(round_number - 1) * self.tasks_per_round:round_number * self.tasks_per_round]
+
+    def round_engine(self, backend: Any, temperature: float, round_number: int, stage: int) -> RolloutEngine:
+        """An engine on this run's environment whose sampling seed belongs to one stage of one round."""
+        from hindsight.envs import make
+
+        def make_env() -> Any:
+            return make(self.env, **self.env_kwargs)
+
         sampling = SamplingParams(temperature=temperature, max_new_tokens=self.max_new_tokens)
         seed = self.seed + 100_003 * round_number + 10_007 * stage
         return RolloutEngine(make_env, backend, self.rollout_config(sampling, "train", seed=seed))
