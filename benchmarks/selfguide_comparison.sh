@@ -29,6 +29,12 @@ slots=2
 . benchmarks/lib.sh  # train, evaluate, spawn
 
 start="$out/start"
+
+arm() {  # arm NAME SEED SWITCHES...: one GRPO run from the shared start, in the background
+  local name=$1 seed=$2
+  shift 2
+  spawn "$name-s$seed" "train grpo '$out/$name-s$seed' --config $recipe --set init_from='$start' --set seed=$seed $*"
+}
 for stage in $stages; do
   case $stage in
   start)
@@ -46,14 +52,9 @@ for stage in $stages; do
     ;;
   arms)
     for seed in 0 1 2; do
-      for arm in grpo sg sg-gr; do
-        case $arm in
-          grpo) switches="" ;;
-          sg) switches="--set self_guide=true" ;;
-          sg-gr) switches="--set self_guide=true --set guidance_reward=true" ;;
-        esac
-        spawn "$arm-s$seed" "train grpo '$out/$arm-s$seed' --config $recipe --set init_from='$start' --set seed=$seed $switches"
-      done
+      arm grpo "$seed"
+      arm sg "$seed" --set self_guide=true
+      arm sg-gr "$seed" --set self_guide=true --set guidance_reward=true
     done
     wait
     ;;
@@ -66,9 +67,8 @@ for stage in $stages; do
           no-anneal) points="0.4 0.5 1.0 1.0" ;;
         esac
         read -r ts tf th te <<<"$points"
-        spawn "sg-gr-$variant-s$seed" "train grpo '$out/sg-gr-$variant-s$seed' --config $recipe --set init_from='$start' \
-          --set seed=$seed --set self_guide=true --set guidance_reward=true --set trust_start=$ts --set trust_full=$tf \
-          --set trust_hold_until=$th --set trust_end=$te"
+        arm "sg-gr-$variant" "$seed" --set self_guide=true --set guidance_reward=true --set trust_start="$ts" \
+          --set trust_full="$tf" --set trust_hold_until="$th" --set trust_end="$te"
       done
     done
     wait
