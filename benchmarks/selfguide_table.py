@@ -17,10 +17,8 @@ import json
 from pathlib import Path
 
 from hindsight.agent.selfguide import label_agreement
-from hindsight.logs import read_metrics, read_trajectories
-from hindsight.stats import paired_difference
-
-SEEDS = (0, 1, 2)
+from hindsight.logs import read_trajectories
+from tables import arm_outcomes, difference_header, difference_line, last_metric
 PROMPTING = (("react", "ReAct"), ("react-sg", "ReAct+SG"), ("reflexion", "Reflexion (3 attempts)"),
              ("reflact", "ReFlAct"))
 ARMS = (("grpo", "GRPO"), ("sg", "GRPO+SG (λ ≡ 0)"), ("sg-gr", "GRPO+SG+GR (paper λ: 0.4/0.5/0.7/0.8)"))
@@ -57,49 +55,23 @@ def prompting_table(out: Path) -> list[str]:
     return lines
 
 
-def final_outcomes(run: Path, seed: int) -> dict[tuple[int, int], float] | None:
-    log = run / "trajectories" / "eval-test-final.jsonl"
-    if not (run / "summary.json").exists() or not log.exists():
-        return None
-    return {(seed, t.seed): float(t.success) for t in read_trajectories(log)}
-
-
 def arm_rows(out: Path, arms) -> tuple[list[str], dict[str, dict]]:
     lines = ["| arm | seeds done | test success per seed | mean | env steps (train) | label agreement (train, "
              "last update) | final λ |", "|---|---|---|---|---|---|---|"]
     outcomes: dict[str, dict] = {}
     for name, title in arms:
-        per_seed, steps, agree, lam, merged = [], [], [], [], {}
-        for seed in SEEDS:
-            run = out / f"{name}-s{seed}"
-            got = final_outcomes(run, seed)
-            if got is None:
-                continue
-            merged.update(got)
-            per_seed.append(sum(got.values()) / len(got))
-            rows = [r for r in read_metrics(run) if "rollout/env_steps" in r]
-            steps.append(int(rows[-1]["rollout/env_steps"]) if rows else 0)
-            agreements = [r["selfguide/label_agreement"] for r in rows if "selfguide/label_agreement" in r]
-            agree.append(f"{agreements[-1]:.2f}" if agreements else "–")
-            lam.append(next((f"{r['selfguide/lambda']:.2f}" for r in reversed(rows) if "selfguide/lambda" in r), "–"))
-        outcomes[name] = merged
+        outcomes[name], per_seed, runs = arm_outcomes(out, name)
+        steps = [int(last_metric(run, "rollout/env_steps") or 0) for run in runs]
+        agree = [_fixed(last_metric(run, "selfguide/label_agreement")) for run in runs]
+        lam = [_fixed(last_metric(run, "selfguide/lambda")) for run in runs]
         mean = f"{sum(per_seed) / len(per_seed):.3f}" if per_seed else "–"
         lines.append(f"| {title} | {len(per_seed)} | {', '.join(f'{x:.3f}' for x in per_seed) or '–'} | {mean} | "
                      f"{', '.join(map(str, steps)) or '–'} | {', '.join(agree) or '–'} | {', '.join(lam) or '–'} |")
     return lines, outcomes
 
 
-def difference_line(title: str, better: dict, base: dict) -> str:
-    common = set(better) & set(base)
-    seeds = sorted({s for s, _ in common})
-    if not common:
-        return f"| {title} | not yet: no seed finished in both arms | | |"
-    a = {k: base[k] for k in common}
-    b = {k: better[k] for k in common}
-    result = paired_difference(a, b)
-    per_seed = ", ".join(f"{d:+.3f}" for d in result.per_seed)
-    return (f"| {title} | {result.difference:+.3f} [{result.low:+.3f}, {result.high:+.3f}] | "
-            f"{len(seeds)} seeds × {result.tasks} tasks | {per_seed} |")
+def _fixed(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
 
 
 def main() -> None:
@@ -109,8 +81,7 @@ def main() -> None:
     names = dict(ARMS + SCHEDULES)
     lines = prompting_table(out) + [""]
     arm_lines, outcomes = arm_rows(out, ARMS + SCHEDULES)
-    lines += arm_lines + ["", "| paired difference of test success | B − A [95% CI] | pairs | per seed |",
-                          "|---|---|---|---|"]
+    lines += arm_lines + [""] + difference_header()
     for better, base in COMPARISONS + tuple((name, "sg-gr") for name, _ in SCHEDULES):
         lines.append(difference_line(f"{names[better]} − {names[base]}", outcomes[better], outcomes[base]))
     print("\n".join(lines))

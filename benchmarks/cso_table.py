@@ -1,0 +1,71 @@
+"""The tables of the CSO comparison (benchmarks/cso_comparison.sh), as Markdown.
+
+    python benchmarks/cso_table.py runs/cso
+
+Reads the start's evaluation (OUT/start) and the final test evaluations of every arm
+(OUT/{arm}-s{seed}). Each arm is compared with the start and with CSO on the same (seed, test
+task) pairs: the mean paired difference of test success and its 95% interval from a bootstrap
+over seeds and tasks (`hindsight.stats.paired_difference`). The funnel columns are CSO's own
+metrics summed over a run's rounds and averaged over its seeds. Unfinished runs are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from hindsight.logs import read_metrics
+from tables import arm_outcomes, difference_header, difference_line, evaluation_outcomes, last_metric
+
+METHODS = (("cso", "CSO"), ("step-dpo", "Step-DPO"), ("ipr", "IPR"), ("eto", "ETO"), ("rft", "RFT"))
+ABLATIONS = (("cso-no-prm", "CSO, no PRM (every step branched)"), ("cso-no-verify", "CSO, no verification"),
+             ("cso-pp", "CSO, policy+policy pairs"), ("cso-random-k3", "random proposer, k = 3"),
+             ("cso-random-k5", "random proposer, k = 5"), ("cso-random-k7", "random proposer, k = 7"),
+             ("cso-random-ee", "random proposer, expert+expert pairs"))
+FUNNEL = ("cso/failed_trajectories", "cso/candidates", "cso/verified", "cso/pairs")
+
+
+def funnel(runs: list[Path]) -> list[str]:
+    """Each funnel metric summed over a run's rounds, then averaged over the runs."""
+    if not runs:
+        return ["–"] * (len(FUNNEL) + 1)
+    sums = [[sum(r[name] for r in read_metrics(run) if name in r) for name in FUNNEL] for run in runs]
+    cells = [f"{sum(column) / len(runs):.1f}" for column in zip(*sums)]
+    shares = [last_metric(run, "cso/share_supervised") for run in runs]
+    shares = [s for s in shares if s is not None]
+    return cells + [f"{sum(shares) / len(shares):.3f}" if shares else "–"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", type=Path)
+    out = parser.parse_args().out
+    start = evaluation_outcomes(out / "start")
+    lines = []
+    if start is None:
+        lines.append("The start (OUT/start) has not been evaluated yet.")
+    else:
+        summary = json.loads((out / "start" / "summary.json").read_text())
+        lines.append(f"The start: test success {summary['success_rate']:.3f} on {summary['episodes']} tasks.")
+    lines += ["", "| arm | seeds done | test success per seed | mean | failed trajectories | candidates | verified | "
+              "pairs | share supervised (last round) |", "|---|---|---|---|---|---|---|---|---|"]
+    arms = METHODS + ABLATIONS
+    outcomes = {}
+    for name, title in arms:
+        outcomes[name], per_seed, runs = arm_outcomes(out, name)
+        mean = f"{sum(per_seed) / len(per_seed):.3f}" if per_seed else "–"
+        cells = funnel(runs) if name != "rft" else ["–"] * (len(FUNNEL) + 1)
+        lines.append(f"| {title} | {len(per_seed)} | {', '.join(f'{x:.3f}' for x in per_seed) or '–'} | {mean} | "
+                     + " | ".join(cells) + " |")
+    lines += [""] + difference_header()
+    for name, title in arms:
+        if start is not None:
+            lines.append(difference_line(f"{title} − start", outcomes[name], start))
+    for name, title in arms[1:]:
+        lines.append(difference_line(f"{title} − CSO", outcomes[name], outcomes["cso"]))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

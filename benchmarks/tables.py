@@ -1,0 +1,74 @@
+"""What the comparison table scripts share: reading each run's final test outcomes and writing
+the per-arm and paired-difference rows (imported by the sibling `*_table.py` scripts).
+
+Every arm is a set of runs `OUT/{arm}-s{seed}`, each with a final greedy evaluation on the same
+test tasks (`trajectories/eval-test-final.jsonl`). An outcome is keyed by (seed, task seed), so
+two arms are compared on exactly the pairs both have (`hindsight.stats.paired_difference`).
+A run that has not finished is left out, so a table can be printed at any point of a comparison.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from hindsight.logs import read_metrics, read_trajectories
+from hindsight.stats import paired_difference
+
+SEEDS = (0, 1, 2)
+Outcomes = dict[tuple[int, int], float]
+
+
+def final_outcomes(run: Path, seed: int) -> Outcomes | None:
+    """Success per (seed, test task) of a finished training run; None while it is unfinished."""
+    log = run / "trajectories" / "eval-test-final.jsonl"
+    if not (run / "summary.json").exists() or not log.exists():
+        return None
+    return {(seed, t.seed): float(t.success) for t in read_trajectories(log)}
+
+
+def evaluation_outcomes(folder: Path, seeds: Iterable[int] = SEEDS) -> Outcomes | None:
+    """A `hindsight eval` folder's greedy outcomes, repeated for every seed: an untrained start is
+    the same policy whatever seed its comparison arms use, so each arm's seed pairs with it."""
+    if not (folder / "summary.json").exists():
+        return None
+    outcomes = {t.seed: float(t.success) for t in read_trajectories(folder)}
+    return {(seed, task): value for seed in seeds for task, value in outcomes.items()}
+
+
+def last_metric(run: Path, name: str) -> float | None:
+    """The metric's value in the last metrics row that has it; None where no row has it."""
+    if not (run / "metrics.jsonl").exists():
+        return None
+    rows = [r for r in read_metrics(run) if name in r]
+    return float(rows[-1][name]) if rows else None
+
+
+def arm_outcomes(out: Path, arm: str) -> tuple[Outcomes, list[float], list[Path]]:
+    """The merged outcomes of an arm's finished seeds, its success per seed and those runs."""
+    merged: Outcomes = {}
+    per_seed, runs = [], []
+    for seed in SEEDS:
+        run = out / f"{arm}-s{seed}"
+        got = final_outcomes(run, seed)
+        if got is None:
+            continue
+        merged.update(got)
+        per_seed.append(sum(got.values()) / len(got))
+        runs.append(run)
+    return merged, per_seed, runs
+
+
+def difference_header() -> list[str]:
+    return ["| paired difference of test success | B − A [95% CI] | pairs | per seed |", "|---|---|---|---|"]
+
+
+def difference_line(title: str, better: Mapping, base: Mapping) -> str:
+    """One row: B − A over the (seed, task) pairs both arms have, with its bootstrap interval."""
+    common = set(better) & set(base)
+    if not common:
+        return f"| {title} | not yet: no seed finished in both arms | | |"
+    result = paired_difference({k: base[k] for k in common}, {k: better[k] for k in common})
+    per_seed = ", ".join(f"{d:+.3f}" for d in result.per_seed)
+    return (f"| {title} | {result.difference:+.3f} [{result.low:+.3f}, {result.high:+.3f}] | "
+            f"{len(result.seeds)} seeds × {result.tasks} tasks | {per_seed} |")

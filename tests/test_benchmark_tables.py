@@ -1,0 +1,87 @@
+"""benchmarks/tables.py and the comparison tables built on it (cso_table.py, selfguide_table.py)."""
+
+import contextlib
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from hindsight.logs import RunDir
+from hindsight.types import Trajectory
+
+_BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(autouse=True)
+def benchmarks_on_path(monkeypatch):
+    monkeypatch.syspath_prepend(str(_BENCHMARKS))  # the table scripts import their sibling `tables`
+
+
+def outcome(task: int, success: bool) -> Trajectory:
+    return Trajectory(env="frozenlake", seed=task, instruction="", steps=(), final_observation="",
+                      final_state_key="", success=success, score=float(success), terminated=True, truncated=False)
+
+
+def write_run(folder: Path, log: str, successes, metrics=(), finished=True) -> None:
+    run = RunDir(folder)
+    with run.trajectory_writer(log, env="frozenlake", split="test") as writer:
+        for task, success in enumerate(successes):
+            writer.write_trajectory(outcome(100 + task, bool(success)))
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in metrics))
+    if finished:
+        run.write_summary({"success_rate": sum(successes) / len(successes), "episodes": len(successes)})
+
+
+def table(script: str, out: Path) -> str:
+    module = __import__(script)
+    stdout = io.StringIO()
+    argv = sys.argv
+    sys.argv = [script, str(out)]
+    try:
+        with contextlib.redirect_stdout(stdout):
+            module.main()
+    finally:
+        sys.argv = argv
+    return stdout.getvalue()
+
+
+def test_paired_rows_pair_each_seed_with_the_same_tasks(tmp_path):
+    import tables
+
+    write_run(tmp_path / "start", "eval", [1, 0, 0, 1])
+    write_run(tmp_path / "cso-s0", "eval-test-final", [1, 1, 0, 1])
+    write_run(tmp_path / "cso-s1", "eval-test-final", [1, 1, 1, 1])
+    write_run(tmp_path / "cso-s2", "eval-test-final", [0, 0, 0, 0], finished=False)  # still running: left out
+    start = tables.evaluation_outcomes(tmp_path / "start")
+    assert start[(0, 101)] == start[(2, 101)] == 0.0 and len(start) == 3 * 4
+    cso, per_seed, runs = tables.arm_outcomes(tmp_path, "cso")
+    assert per_seed == [0.75, 1.0] and [r.name for r in runs] == ["cso-s0", "cso-s1"]
+    # Seed 0 gains one task of four, seed 1 two: the mean paired difference is 3/8.
+    assert "| CSO − start | +0.375 [" in tables.difference_line("CSO − start", cso, start)
+    assert "2 seeds × 4 tasks | +0.250, +0.500 |" in tables.difference_line("x", cso, start)
+    assert "not yet" in tables.difference_line("x", cso, {})
+
+
+def test_cso_table_sums_the_funnel_over_rounds(tmp_path):
+    rounds = [{"step": r, "cso/failed_trajectories": 4.0, "cso/candidates": 6.0, "cso/verified": 2.0,
+               "cso/pairs": 2.0, "cso/share_supervised": 0.1 * r} for r in (1, 2)]
+    write_run(tmp_path / "start", "eval", [1, 0, 0, 1])
+    write_run(tmp_path / "cso-s0", "eval-test-final", [1, 1, 0, 1], rounds)
+    write_run(tmp_path / "eto-s0", "eval-test-final", [0, 0, 0, 0])
+    text = table("cso_table", tmp_path)
+    assert "The start: test success 0.500 on 4 tasks." in text
+    assert "| CSO | 1 | 0.750 | 0.750 | 8.0 | 12.0 | 4.0 | 4.0 | 0.200 |" in text
+    assert "| ETO − CSO | -0.750 [" in text
+    assert "| IPR − start | not yet" in text
+
+
+def test_selfguide_table_reads_arms_and_their_metrics(tmp_path):
+    rows = [{"step": 8, "rollout/env_steps": 320, "selfguide/lambda": 0.0, "selfguide/label_agreement": 0.61}]
+    write_run(tmp_path / "grpo-s0", "eval-test-final", [1, 0, 1, 0], [{"step": 8, "rollout/env_steps": 300}])
+    write_run(tmp_path / "sg-gr-s0", "eval-test-final", [1, 1, 1, 0], rows)
+    text = table("selfguide_table", tmp_path)
+    assert "| ReAct | missing |" in text
+    assert "| 1 | 0.750 | 0.750 | 320 | 0.61 | 0.00 |" in text
+    assert "− GRPO | +0.250 [" in text
