@@ -15,6 +15,10 @@ SETTINGS = [
     ("sudoku", {}),
     ("sudoku", {"blanks": 10}),
     ("sudoku", {"size": 9, "blanks": 20}),
+    ("deepsearch", {}),
+    ("deepsearch", {"hops": 4, "top_k": 2}),
+    ("webshop", {}),
+    ("webshop", {"catalogue_size": 300, "results_per_page": 3}),
 ]
 
 

@@ -11,12 +11,14 @@ ENVS = {
     "blocksworld": make("blocksworld", num_blocks=5),
     "sudoku": make("sudoku"),
     "sudoku-9": make("sudoku", size=9, blanks=20),
+    "deepsearch": make("deepsearch"),
 }
 
 # Mix free text with near-misses of real commands so both parsers and rule checks get exercised.
 WORDS = st.sampled_from(
     ["up", "down", "left", "right", "move", "pickup", "putdown", "stack", "unstack", "fill", "clear",
-     "b1", "b2", "b3", "b9", "1", "2", "3", "4", "9", "0", "r1c1", "=", "from", "on", "-1", "10"]
+     "b1", "b2", "b3", "b9", "1", "2", "3", "4", "9", "0", "r1c1", "=", "from", "on", "-1", "10",
+     "search[", "open[", "answer[", "]", "d0001"]
 )  # fmt: skip
 ACTION = st.one_of(st.text(max_size=60), st.lists(WORDS, max_size=5).map(" ".join))
 

@@ -17,6 +17,11 @@ DIFFICULTIES = [
     ("sudoku", {}),
     ("sudoku", {"blanks": 10}),
     ("sudoku", {"size": 9, "blanks": 30}),
+    ("deepsearch", {"hops": 1}),
+    ("deepsearch", {}),
+    ("deepsearch", {"hops": 4, "top_k": 1}),
+    ("webshop", {}),
+    ("webshop", {"catalogue_size": 300, "results_per_page": 3}),
 ]
 
 

@@ -8,7 +8,7 @@ from hindsight.cli.main import main
 def test_list(capsys):
     assert main(["envs", "list"]) == 0
     out = capsys.readouterr().out
-    for env_id in ("frozenlake", "blocksworld", "sudoku"):
+    for env_id in ("frozenlake", "blocksworld", "sudoku", "webshop", "deepsearch"):
         assert env_id in out
     assert "num_blocks=4" in out
 

@@ -13,7 +13,7 @@ def test_exports():
 
 def test_list_envs_reports_defaults_and_budgets():
     specs = {spec.id: spec for spec in list_envs()}
-    assert list(specs) == ["blocksworld", "frozenlake", "sudoku"]
+    assert list(specs) == ["blocksworld", "deepsearch", "frozenlake", "sudoku", "webshop"]
     assert specs["frozenlake"] == EnvSpec(
         id="frozenlake",
         description=specs["frozenlake"].description,
@@ -22,6 +22,12 @@ def test_list_envs_reports_defaults_and_budgets():
     )
     assert specs["blocksworld"].defaults == {"num_blocks": 4} and specs["blocksworld"].max_steps == 20
     assert specs["sudoku"].defaults == {"size": 4, "blanks": 6} and specs["sudoku"].max_steps == 20
+    assert specs["deepsearch"].defaults == {
+        "hops": 2, "top_k": 5, "corpus_seed": 0, "world_size": 5000, "corpus": None, "qa": None,
+    }  # fmt: skip
+    assert specs["deepsearch"].max_steps == 12
+    assert specs["webshop"].defaults == {"catalogue_size": 2000, "results_per_page": 10}
+    assert specs["webshop"].max_steps == 15
     assert all(spec.description for spec in specs.values())
 
 
@@ -37,7 +43,7 @@ def test_unknown_id_suggests_the_closest():
     message = str(caught.value)
     assert "\n" not in message
     assert "Did you mean 'frozenlake'?" in message
-    assert "Known: blocksworld, frozenlake, sudoku." in message
+    assert "Known: blocksworld, deepsearch, frozenlake, sudoku, webshop." in message
 
 
 def test_unknown_keyword_names_the_accepted_ones():

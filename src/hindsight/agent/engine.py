@@ -15,6 +15,12 @@ before the policy takes over. That is how a trajectory is branched: replay its f
 turns, substitute an alternative action at turn t, then let any policy continue
 (`branch_task`). Replays are checked against the recorded state keys, so a
 nondeterministic environment is caught instead of silently producing wrong branches.
+
+An environment whose process or server fails (`EnvFailure`: a crashed JVM, a lost
+connection) does not end the run. The episode moves to a fresh environment that replays
+its recorded actions, checked against the state keys like any replay, and the failed call
+is made again there; the trajectory records the restarts (`meta.env_restarts`). After
+`ENV_RESTARTS` failed restarts the episode ends where it is, marked `meta.env_failure`.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequenc
 
 from hindsight.agent.parser import parse_response
 from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, INVALID_FEEDBACK, Memory, PromptBuilder
+from hindsight.envs.base import EnvFailure
 from hindsight.llm.base import ModelBackend
 from hindsight.types import Assessment, Completion, Conversation, GenerationRequest, SamplingParams, Step, Trajectory
 
@@ -64,6 +71,10 @@ class PreActionWriter(Protocol):
 
     def parse(self, completion: Completion) -> Assessment:
         """The assessment a completion holds; an unreadable one is recorded, never raised."""
+
+
+#: Fresh environments an episode may move to after `EnvFailure`s before it is given up.
+ENV_RESTARTS = 3
 
 
 class ReplayDivergence(RuntimeError):
@@ -165,6 +176,8 @@ class _Episode:
     truncated: bool = False
     stopped_by_agent: bool = False
     assessment: Assessment | None = None  # written at this turn, before the action
+    env_restarts: int = 0
+    env_failure: str | None = None  # why the episode was given up after its restarts
 
     @property
     def at_turn_limit(self) -> bool:
@@ -173,7 +186,8 @@ class _Episode:
 
     @property
     def done(self) -> bool:
-        return self.terminated or self.truncated or self.stopped_by_agent or self.at_turn_limit
+        return (self.terminated or self.truncated or self.stopped_by_agent or self.at_turn_limit
+                or self.env_failure is not None)
 
 
 def apply_response(episode: _Episode, completion: Completion, stop_action: str | None) -> None:
@@ -242,6 +256,10 @@ def _finish(episode: _Episode, config: RolloutConfig) -> Trajectory:
         meta["stopped_by_agent"] = True
     if task.prefix:
         meta["replayed_turns"] = len(task.prefix)
+    if episode.env_restarts:
+        meta["env_restarts"] = episode.env_restarts
+    if episode.env_failure is not None:
+        meta["env_failure"] = episode.env_failure
     if episode.at_turn_limit and not (episode.terminated or episode.truncated or episode.stopped_by_agent):
         meta["turn_limit"] = True
     return Trajectory(
@@ -335,6 +353,53 @@ class RolloutEngine:
                 best[k] = (score.value, j)
         return [candidates[k * n + best.get(k, (0.0, 0))[1]] for k in range(len(pool))]
 
+    def _start(self, task: Task) -> _Episode:
+        """A new episode, its prefix replayed; a failing environment is replaced (see the module docstring)."""
+        failure = ""
+        for _ in range(ENV_RESTARTS + 1):
+            try:
+                return _start(self.make_env(), task, self.config.stop_action)
+            except EnvFailure as exc:
+                failure = str(exc)
+        episode = _Episode(task=task, env=self.make_env(), observation="",
+                           info={"state_key": "", "success": False, "score": 0.0})
+        episode.env_restarts, episode.env_failure = ENV_RESTARTS, failure
+        return episode
+
+    def _apply(self, episode: _Episode, completion: Completion) -> None:
+        """`apply_response`, moving the episode to a fresh environment when its own one fails."""
+        while True:
+            try:
+                apply_response(episode, completion, self.config.stop_action)
+                return
+            except EnvFailure as exc:
+                if not self._restart(episode, str(exc)):
+                    return
+
+    def _restart(self, episode: _Episode, failure: str) -> bool:
+        """Replay the episode's recorded actions on a fresh environment; False once it is given up."""
+        while episode.env_restarts < ENV_RESTARTS:
+            episode.env_restarts += 1
+            try:
+                env = self.make_env()
+                info = env.reset(episode.task.seed)[1]
+                for turn, step in enumerate(episode.steps):
+                    if info["state_key"] != step.state_key:
+                        raise ReplayDivergence(f"seed {episode.task.seed}, turn {turn}: a fresh environment "
+                                               f"reached {info['state_key']!r}, the episode had {step.state_key!r}")
+                    info = env.step(step.action or "")[4]
+                if info["state_key"] != episode.info["state_key"]:
+                    raise ReplayDivergence(f"seed {episode.task.seed}: a fresh environment replaying "
+                                           f"{len(episode.steps)} turns reached {info['state_key']!r}, "
+                                           f"the episode had {episode.info['state_key']!r}")
+            except EnvFailure as exc:
+                failure = str(exc)
+                continue
+            episode.env = env
+            return True
+        episode.env_failure = failure
+        return False
+
     def iter_run(self, tasks: Iterable[Task]) -> Iterator[Trajectory]:
         """Yield trajectories as they finish (not in task order)."""
         for _, trajectory in self._run_indexed(tasks):
@@ -352,7 +417,7 @@ class RolloutEngine:
         while queue or pool:
             while queue and len(pool) < self.config.concurrency:
                 position, task = queue.popleft()
-                episode = _start(self.make_env(), task, self.config.stop_action)
+                episode = self._start(task)
                 if episode.done:
                     yield position, _finish(episode, self.config)
                 else:
@@ -368,7 +433,7 @@ class RolloutEngine:
                 completions = self._generate([self.request(episode) for episode in episodes], self._sampling())
             still_running = []
             for (position, episode), completion in zip(pool, completions):
-                apply_response(episode, completion, self.config.stop_action)
+                self._apply(episode, completion)
                 if episode.done:
                     yield position, _finish(episode, self.config)
                 else:

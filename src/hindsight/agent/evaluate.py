@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Sequence
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory
 from hindsight.llm.base import ModelBackend
+from hindsight.envs.remote import env_label
 from hindsight.logs import RunDir, TrajectoryWriter, read_trajectories
 from hindsight.types import SamplingParams, Trajectory
 
@@ -145,7 +146,7 @@ def is_final_attempt(trajectory: Trajectory) -> bool:
 def default_out_dir(config: EvalConfig) -> Path:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     model = re.sub(r"[^A-Za-z0-9._-]+", "-", config.model).strip("-")[:40]
-    return Path("runs") / f"eval-{config.env}-{model}-{stamp}"
+    return Path("runs") / f"eval-{env_label(config.env)}-{model}-{stamp}"
 
 
 def evaluate_policy(

@@ -16,6 +16,11 @@ The built-in puzzles (FrozenLake, BlocksWorld, Sudoku) are fully observable and 
 separate "go to" action: there the *location* is the state itself, and an action counts
 as repeated only when it is issued again from the same state (moving Right five times is
 progress on a grid; pushing into the same wall five times is a loop).
+
+DeepSearch (research QA) belongs to the shop family: it searches with WebShop's
+``search[...]`` syntax, so query looping applies, but it has no clicks, so navigation
+cycling and premature purchase are reported as not applicable. Its step budget grows with
+the number of hops, so it has no fixed t_max and a run's own max_steps is the horizon.
 """
 
 from __future__ import annotations
@@ -158,6 +163,10 @@ _HOOKS: dict[str, EnvHooks] = {
         "webshop", DEFAULT_T_MAX["webshop"], taxonomy=SHOP,
         search_query=webshop_query, click_target=webshop_click,
         recall_skip_reason="shopping pages are not object-location tasks",
+    ),
+    "deepsearch": EnvHooks(
+        "deepsearch", None, taxonomy=SHOP, search_query=webshop_query,
+        recall_skip_reason="research QA gathers facts from documents; no objects sit in locations to recall",
     ),
 }
 

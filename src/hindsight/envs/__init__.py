@@ -15,19 +15,24 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
-from hindsight.envs.base import SPLITS, EnvError, TextEnv, instance_split
+from hindsight.envs.base import SPLITS, EnvError, EnvFailure, TextEnv, instance_split
 from hindsight.envs.blocksworld import BlocksWorld
+from hindsight.envs.deepsearch import DeepSearch
 from hindsight.envs.frozenlake import FrozenLake
 from hindsight.envs.sudoku import Sudoku
+from hindsight.envs.webshop import WebShop
 
 __all__ = [
     "SPLITS",
     "BlocksWorld",
+    "DeepSearch",
     "EnvError",
+    "EnvFailure",
     "EnvSpec",
     "FrozenLake",
     "Sudoku",
     "TextEnv",
+    "WebShop",
     "env_class",
     "get_spec",
     "instance_split",
@@ -97,7 +102,18 @@ def make(env_id: str, **kwargs: Any) -> TextEnv:
 
     Keywords are the environment's knobs plus `max_steps` and `instances` (the path of
     an instance file; its header's kwargs become defaults that explicit keywords override).
+    An environment served by `hindsight serve-env` is reached by its URL,
+    `make("http://HOST:PORT/ID", ...)`, or by `server="http://HOST:PORT"` (what a served
+    environment's `config` records); it is a `hindsight.envs.remote.RemoteEnv`.
     """
+    from hindsight.envs.remote import RemoteEnv, parse_env_url
+
+    url = parse_env_url(env_id)
+    server = kwargs.pop("server", None)
+    if url is not None:
+        server, env_id = url
+    if server is not None:
+        return RemoteEnv(str(server), env_id, **kwargs)  # type: ignore[return-value]
     cls = env_class(env_id)
     accepted = [*_own_kwargs(cls), *COMMON_KWARGS]
     unknown = [key for key in kwargs if key not in accepted]
@@ -129,5 +145,5 @@ def list_envs() -> list[EnvSpec]:
     return [get_spec(env_id) for env_id in sorted(_REGISTRY)]
 
 
-for _cls in (FrozenLake, BlocksWorld, Sudoku):
+for _cls in (FrozenLake, BlocksWorld, Sudoku, WebShop, DeepSearch):
     register(_cls)

@@ -34,6 +34,7 @@ import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -58,6 +59,14 @@ _SPLIT_CACHE: dict[tuple[str, str, int], tuple[str, str]] = {}
 
 class EnvError(Exception):
     """A user-facing environment error (bad id, bad keyword, bad instance file, misuse)."""
+
+
+class EnvFailure(EnvError):
+    """The environment's process or server failed (a crash, a hang, a lost connection).
+
+    Not a mistake in the episode: a fresh instance replaying the same actions reaches the
+    same state (determinism), so the rollout engine recovers from it that way.
+    """
 
 
 def canonical_json(instance: Mapping[str, Any]) -> str:
@@ -304,6 +313,18 @@ class TextEnv(ABC):
             digest = instance_digest(self.generate_instance(seed))
             cached = _SPLIT_CACHE[key] = (digest, _bucket_split(digest))
         return cached
+
+
+def read_text_file(path: str | os.PathLike[str], what: str) -> str:
+    """A UTF-8 file's text; a missing file, a directory or other bytes is an EnvError naming `what` and the path."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise EnvError(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise EnvError(f"{what} {path} is a directory") from None
+    except UnicodeDecodeError:
+        raise EnvError(f"{what} {path} is not UTF-8 text") from None
 
 
 def _positive_int(name: str, value: Any) -> int:

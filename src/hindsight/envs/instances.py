@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hindsight.envs.base import SPLITS, EnvError
+from hindsight.envs.base import SPLITS, EnvError, read_text_file
 
 if TYPE_CHECKING:
     from hindsight.envs.base import TextEnv
@@ -87,19 +87,12 @@ def export_instances(env: TextEnv, split: str, n: int, path: str | os.PathLike[s
 def read_instance_file(path: str | os.PathLike[str], env_id: str | None = None) -> InstanceFile:
     """Parse and validate an instance file; with `env_id`, also insist on that environment."""
     where = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise EnvError(f"instance file {where} does not exist") from None
-    except IsADirectoryError:
-        raise EnvError(f"instance file {where} is a directory") from None
-    except UnicodeDecodeError:
-        raise EnvError(f"instance file {where} is not UTF-8 text") from None
+    text = read_text_file(where, "instance file")
     lines = text.splitlines()
     header_at = next((i for i, line in enumerate(lines) if line.strip()), None)
     if header_at is None:
         raise EnvError(f"instance file {where} is empty")
-    header = _parse_line(where, header_at + 1, lines[header_at])
+    header = json_object_line(where, header_at + 1, lines[header_at])
     if header.get("kind") != "header" or header.get("format") != FORMAT:
         raise EnvError(f"{where}:{header_at + 1}: not a Hindsight instance file (expected a {FORMAT!r} header)")
     if header.get("version") != VERSION:
@@ -115,7 +108,7 @@ def read_instance_file(path: str | os.PathLike[str], env_id: str | None = None) 
     for number, line in enumerate(lines[header_at + 1 :], start=header_at + 2):
         if not line.strip():
             continue
-        record = _parse_line(where, number, line)
+        record = json_object_line(where, number, line)
         seed, split, instance = record.get("seed"), record.get("split"), record.get("instance")
         if record.get("kind", "instance") != "instance":
             raise EnvError(f"{where}:{number}: expected an instance record, got kind {record.get('kind')!r}")
@@ -138,7 +131,8 @@ def load_instances(path: str | os.PathLike[str], env_id: str) -> dict[int, dict[
     return {record.seed: record.instance for record in loaded.records}
 
 
-def _parse_line(where: str, number: int, line: str) -> dict[str, Any]:
+def json_object_line(where: str, number: int, line: str) -> dict[str, Any]:
+    """One line of a JSON Lines file as an object; anything else is an EnvError naming file and line."""
     try:
         value = json.loads(line)
     except json.JSONDecodeError as exc:
