@@ -13,7 +13,7 @@ def test_exports():
 
 def test_list_envs_reports_defaults_and_budgets():
     specs = {spec.id: spec for spec in list_envs()}
-    assert list(specs) == ["blocksworld", "deepsearch", "frozenlake", "sudoku", "webshop"]
+    assert list(specs) == ["blocksworld", "deepsearch", "frozenlake", "household", "scienceworld", "sudoku", "webshop"]
     assert specs["frozenlake"] == EnvSpec(
         id="frozenlake",
         description=specs["frozenlake"].description,
@@ -43,7 +43,7 @@ def test_unknown_id_suggests_the_closest():
     message = str(caught.value)
     assert "\n" not in message
     assert "Did you mean 'frozenlake'?" in message
-    assert "Known: blocksworld, deepsearch, frozenlake, sudoku, webshop." in message
+    assert "Known: blocksworld, deepsearch, frozenlake, household, scienceworld, sudoku, webshop." in message
 
 
 def test_unknown_keyword_names_the_accepted_ones():
@@ -88,3 +88,14 @@ def test_state_machine_misuse_raises():
         env.step("up")
     with pytest.raises(EnvError, match="reset"):
         env.oracle_action()
+
+
+def test_an_env_whose_requirements_are_missing_is_listed_as_unavailable(monkeypatch):
+    import shutil
+
+    from hindsight.envs import list_envs
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # as on a machine without Java
+    listed = {spec.id: spec for spec in list_envs()}
+    assert "[unavailable here: scienceworld needs Java" in listed["scienceworld"].description
+    assert listed["frozenlake"].description.endswith("without stepping into a hole.")

@@ -154,8 +154,16 @@ _HOOKS: dict[str, EnvHooks] = {
         task_objects=alfworld_task_objects, object_type=alfworld_object_type,
         visible_objects=alfworld_instances, acted_objects=alfworld_instances,
     ),
+    # The built-in ALFWorld-style environment writes ALFWorld's grammar and task sentences.
+    "household": EnvHooks(
+        "household", DEFAULT_T_MAX["alfworld"],
+        location=_match(_GO_TO), examined=_match(_EXAMINE), picked=_match(_TAKE),
+        task_objects=alfworld_task_objects, object_type=alfworld_object_type,
+        visible_objects=alfworld_instances, acted_objects=alfworld_instances,
+    ),
+    # t_max 30: Self-Guide's per-episode budget for ScienceWorld (TIDE has no ScienceWorld setting).
     "scienceworld": EnvHooks(
-        "scienceworld", None,
+        "scienceworld", 30,
         location=_match(_TELEPORT), examined=_match(_EXAMINE), picked=_match(_TAKE),
         recall_skip_reason="no task-object extractor for ScienceWorld instructions",
     ),

@@ -27,7 +27,9 @@ def recall_distances(
     """Every defined d_t(obj) of one trajectory, in step order."""
     if hooks.visible_objects is None or hooks.acted_objects is None or hooks.task_objects is None:
         raise ValueError(f"environment {hooks.env_id!r} has no object hooks: {hooks.recall_skip_reason}")
-    needed = hooks.task_objects(instruction)
+    # ALFWorld states the task in the first observation ("Your task is to: ..."), not always in the
+    # instruction; the task-object extractor takes the first task sentence of the two.
+    needed = hooks.task_objects(f"{instruction}\n{observations[0]}" if observations else instruction)
     last_seen: dict[str, int] = {}
     distances = []
     for t, (observation, action) in enumerate(zip(observations, actions)):

@@ -19,6 +19,8 @@ from hindsight.envs.base import SPLITS, EnvError, EnvFailure, TextEnv, instance_
 from hindsight.envs.blocksworld import BlocksWorld
 from hindsight.envs.deepsearch import DeepSearch
 from hindsight.envs.frozenlake import FrozenLake
+from hindsight.envs.household import Household
+from hindsight.envs.scienceworld import ScienceWorld
 from hindsight.envs.sudoku import Sudoku
 from hindsight.envs.webshop import WebShop
 
@@ -30,6 +32,8 @@ __all__ = [
     "EnvFailure",
     "EnvSpec",
     "FrozenLake",
+    "Household",
+    "ScienceWorld",
     "Sudoku",
     "TextEnv",
     "WebShop",
@@ -135,8 +139,12 @@ def make(env_id: str, **kwargs: Any) -> TextEnv:
 def get_spec(env_id: str) -> EnvSpec:
     """The listing entry of one environment."""
     cls = env_class(env_id)
-    sample = cls()
     doc = cls.description or (inspect.getdoc(cls) or "").split("\n", 1)[0]
+    try:
+        sample = cls()
+    except EnvError as exc:  # a missing package or Java: the listing says so instead of failing
+        return EnvSpec(id=cls.id, description=f"{doc} [unavailable here: {exc}]", defaults=_own_kwargs(cls),
+                       max_steps=cls.default_max_steps)
     return EnvSpec(id=cls.id, description=doc, defaults=dict(sample.kwargs), max_steps=sample.max_steps)
 
 
@@ -145,5 +153,5 @@ def list_envs() -> list[EnvSpec]:
     return [get_spec(env_id) for env_id in sorted(_REGISTRY)]
 
 
-for _cls in (FrozenLake, BlocksWorld, Sudoku, WebShop, DeepSearch):
+for _cls in (FrozenLake, BlocksWorld, Sudoku, WebShop, DeepSearch, ScienceWorld, Household):
     register(_cls)
