@@ -85,3 +85,28 @@ class OverScored(FrozenLake):
 
     def score(self) -> float:
         return 2.0 if self.is_success() else 0.0
+
+
+class GoldPathLake(FrozenLake):
+    """The oracle replays the shortest path recorded at reset, like a benchmark's gold path:
+    after a detour it walks the path from the wrong cell. `replans` says whether it claims to plan."""
+
+    id = "test-gold-path-lake"
+    oracle_replans = False
+
+    def _reset_instance(self, instance):
+        super()._reset_instance(instance)
+        self._gold = []
+        while not self.is_success():
+            move = super()._oracle_action()
+            self._gold.append(move)
+            self._step(move)
+        super()._reset_instance(instance)
+
+    def _oracle_action(self) -> str:
+        return self._gold[min(self.steps_taken, len(self._gold) - 1)]
+
+
+class GoldPathClaimingToPlan(GoldPathLake):
+    id = "test-gold-path-claiming-to-plan"
+    oracle_replans = True

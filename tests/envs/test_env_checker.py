@@ -1,7 +1,16 @@
 """The checker can fail: each deliberately broken environment is caught."""
 
 import pytest
-from broken_envs import CrashOnJunk, DriftingKey, JunkMovesPlayer, LazyOracle, OverScored, SetOrderKey
+from broken_envs import (
+    CrashOnJunk,
+    DriftingKey,
+    GoldPathClaimingToPlan,
+    GoldPathLake,
+    JunkMovesPlayer,
+    LazyOracle,
+    OverScored,
+    SetOrderKey,
+)
 
 from hindsight.envs import FrozenLake
 from hindsight.envs.checker import CheckReport, check_env
@@ -45,6 +54,16 @@ def test_junk_that_changes_the_state_is_caught():
 def test_failing_oracle_is_caught():
     report = check_env(LazyOracle, seeds=3, prefixes=1, hash_seed_check=False)
     assert "oracle" in _checks_failed(report)
+
+
+def test_a_gold_path_oracle_is_not_asked_to_repair_detours():
+    # The same oracle fails from random midway states; only one that claims to replan is in violation.
+    settings = {"size": 5, "holes": "blocking"}
+    gold = check_env(GoldPathLake, settings, seeds=4, prefixes=2, hash_seed_check=False)
+    assert gold.ok, gold.violations
+    assert any("gold-path oracle did not reach success" in note for note in gold.notes)
+    claiming = check_env(GoldPathClaimingToPlan, settings, seeds=4, prefixes=2, hash_seed_check=False)
+    assert "oracle-midway" in _checks_failed(claiming)
 
 
 def test_out_of_range_score_is_caught():

@@ -112,6 +112,10 @@ class TextEnv(ABC):
     description: ClassVar[str] = ""
     #: Plain-language scoring criteria (used by critics and reports).
     criteria: ClassVar[str] = ""
+    #: True when `oracle_action` plans from any live state; False for a recorded gold path,
+    #: which can only continue an episode that has not undone what the path needs (the
+    #: checker then reports midway failures as notes, not violations).
+    oracle_replans: ClassVar[bool] = True
 
     def __init__(
         self,

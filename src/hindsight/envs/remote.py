@@ -149,6 +149,7 @@ class RemoteEnv:
         self.instruction: str = spec["instruction"]
         self.criteria: str = spec["criteria"]
         self.max_steps: int = int(spec["max_steps"])
+        self.oracle_replans: bool = bool(spec.get("oracle_replans", True))
         self._config: dict[str, Any] = dict(spec["config"])
         self.seed: int | None = None
         self.steps_taken = 0
