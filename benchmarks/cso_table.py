@@ -15,8 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from hindsight.logs import read_metrics
-from tables import arm_outcomes, difference_header, difference_line, evaluation_outcomes, last_metric
+from tables import arm_outcomes, difference_header, difference_line, evaluation_outcomes, last_metric, metric_rows
 
 METHODS = (("cso", "CSO"), ("step-dpo", "Step-DPO"), ("ipr", "IPR"), ("eto", "ETO"), ("rft", "RFT"))
 ABLATIONS = (("cso-no-prm", "CSO, no PRM (every step branched)"), ("cso-no-verify", "CSO, no verification"),
@@ -30,9 +29,10 @@ def funnel(runs: list[Path]) -> list[str]:
     """Each funnel metric summed over a run's rounds, then averaged over the runs."""
     if not runs:
         return ["–"] * (len(FUNNEL) + 1)
-    sums = [[sum(r[name] for r in read_metrics(run) if name in r) for name in FUNNEL] for run in runs]
+    rows = [metric_rows(run) for run in runs]
+    sums = [[sum(r[name] for r in run_rows if name in r) for name in FUNNEL] for run_rows in rows]
     cells = [f"{sum(column) / len(runs):.1f}" for column in zip(*sums)]
-    shares = [last_metric(run, "cso/share_supervised") for run in runs]
+    shares = [last_metric(run_rows, "cso/share_supervised") for run_rows in rows]
     shares = [s for s in shares if s is not None]
     return cells + [f"{sum(shares) / len(shares):.3f}" if shares else "–"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hindsight.agent.selfguide import label_agreement
 from hindsight.logs import read_trajectories
-from tables import arm_outcomes, difference_header, difference_line, last_metric
+from tables import arm_outcomes, difference_header, difference_line, last_metric, metric_rows
 PROMPTING = (("react", "ReAct"), ("react-sg", "ReAct+SG"), ("reflexion", "Reflexion (3 attempts)"),
              ("reflact", "ReFlAct"))
 ARMS = (("grpo", "GRPO"), ("sg", "GRPO+SG (λ ≡ 0)"), ("sg-gr", "GRPO+SG+GR (paper λ: 0.4/0.5/0.7/0.8)"))
@@ -61,9 +61,10 @@ def arm_rows(out: Path, arms) -> tuple[list[str], dict[str, dict]]:
     outcomes: dict[str, dict] = {}
     for name, title in arms:
         outcomes[name], per_seed, runs = arm_outcomes(out, name)
-        steps = [int(last_metric(run, "rollout/env_steps") or 0) for run in runs]
-        agree = [_fixed(last_metric(run, "selfguide/label_agreement")) for run in runs]
-        lam = [_fixed(last_metric(run, "selfguide/lambda")) for run in runs]
+        rows = [metric_rows(run) for run in runs]
+        steps = [int(last_metric(run_rows, "rollout/env_steps") or 0) for run_rows in rows]
+        agree = [_fixed(last_metric(run_rows, "selfguide/label_agreement")) for run_rows in rows]
+        lam = [_fixed(last_metric(run_rows, "selfguide/lambda")) for run_rows in rows]
         mean = f"{sum(per_seed) / len(per_seed):.3f}" if per_seed else "–"
         lines.append(f"| {title} | {len(per_seed)} | {', '.join(f'{x:.3f}' for x in per_seed) or '–'} | {mean} | "
                      f"{', '.join(map(str, steps)) or '–'} | {', '.join(agree) or '–'} | {', '.join(lam) or '–'} |")

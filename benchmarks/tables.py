@@ -36,12 +36,14 @@ def evaluation_outcomes(folder: Path, seeds: Iterable[int] = SEEDS) -> Outcomes 
     return {(seed, task): value for seed in seeds for task, value in outcomes.items()}
 
 
-def last_metric(run: Path, name: str) -> float | None:
-    """The metric's value in the last metrics row that has it; None where no row has it."""
-    if not (run / "metrics.jsonl").exists():
-        return None
-    rows = [r for r in read_metrics(run) if name in r]
-    return float(rows[-1][name]) if rows else None
+def metric_rows(run: Path) -> list[dict]:
+    """A run's metrics rows; none while it has no metrics log."""
+    return read_metrics(run) if (run / "metrics.jsonl").exists() else []
+
+
+def last_metric(rows: list[dict], name: str) -> float | None:
+    """The metric's value in the last row that has it; None where no row has it."""
+    return next((float(row[name]) for row in reversed(rows) if name in row), None)
 
 
 def arm_outcomes(out: Path, arm: str) -> tuple[Outcomes, list[float], list[Path]]:

@@ -181,7 +181,7 @@ def test_search_breaks_ties_by_doc_id_and_ignores_unknown_words():
     results, matches = corpus.search("headquarters", len(corpus))
     assert matches == len(results) > 5
     scores = {}
-    everything = corpus._bm25().get_scores(["headquarters"])
+    everything = corpus.index().scores("headquarters")
     for index in results:
         scores.setdefault(float(everything[index]), []).append(index)
     assert any(len(tied) > 1 for tied in scores.values())
@@ -389,7 +389,7 @@ def test_importing_and_making_stays_cheap():
     code = (
         "import sys, hindsight.envs; from hindsight.envs import deepsearch, make; env = make('deepsearch'); "
         "print(deepsearch._WORLDS == {}, 'bm25s' in sys.modules); env.reset(0); "
-        "print(list(deepsearch._WORLDS) == [(0, 5000)], env.corpus._retriever is None, 'bm25s' in sys.modules)"
+        "print(list(deepsearch._WORLDS) == [(0, 5000)], env.corpus._index is None, 'bm25s' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "False", "True", "True", "False"]

@@ -36,6 +36,7 @@ from typing import Any
 
 from hindsight.envs.base import SPLITS, EnvError, TextEnv, echo, instance_digest, int_knob, read_text_file
 from hindsight.envs.instances import json_object_line
+from hindsight.envs.search import BM25Index
 
 MIN_HOPS, MAX_HOPS = 1, 4
 MAX_TOP_K = 20
@@ -122,8 +123,7 @@ class Corpus:
         self._by_title: dict[str, list[int]] = {}
         for i, doc in enumerate(self.documents):
             self._by_title.setdefault(_lookup_key(doc.title), []).append(i)
-        self._retriever: Any = None
-        self._id_rank: Any = None
+        self._index: BM25Index | None = None
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -153,16 +153,7 @@ class Corpus:
         order, so the ranking never depends on the index's internal order. Documents
         that share no word with the query are never listed.
         """
-        import bm25s
-        import numpy as np
-
-        tokens = bm25s.tokenize(query, stopwords="en", return_ids=False, show_progress=False)[0]
-        if not tokens:
-            return [], 0
-        scores = self._bm25().get_scores(tokens)
-        hits = np.flatnonzero(scores > 0)
-        order = hits[np.lexsort((self._id_rank[hits], -scores[hits]))]
-        return [int(i) for i in order[:k]], int(hits.size)
+        return self.index().search(query, k)
 
     def snippet(self, index: int, query: str) -> str:
         """The sentence of a document that shares the most words with the query, shortened."""
@@ -175,20 +166,12 @@ class Corpus:
         flat = " ".join(best.split())
         return flat if len(flat) <= SNIPPET_CHARS else flat[: SNIPPET_CHARS - 1] + "…"
 
-    def _bm25(self) -> Any:
-        if self._retriever is None:
-            import bm25s
-            import numpy as np
-
-            texts = [f"{doc.title}. {doc.text}" for doc in self.documents]
-            tokenized = bm25s.tokenize(texts, stopwords="en", show_progress=False)
-            retriever = bm25s.BM25()
-            retriever.index(tokenized, show_progress=False)
-            rank = np.empty(len(self.documents), dtype=np.int64)
-            rank[sorted(range(len(self.documents)), key=lambda i: self.documents[i].id)] = np.arange(len(rank))
-            self._id_rank = rank
-            self._retriever = retriever
-        return self._retriever
+    def index(self) -> BM25Index:
+        """The BM25 index of the documents, built at the first search."""
+        if self._index is None:
+            self._index = BM25Index([doc.id for doc in self.documents],
+                                    [f"{doc.title}. {doc.text}" for doc in self.documents])
+        return self._index
 
 
 # -- the generated world ------------------------------------------------------------------

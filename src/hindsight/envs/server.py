@@ -154,6 +154,7 @@ class EnvPool:
         """A new session on a deep copy of the session's instance, in the same state."""
         key = self._session(session_id).key
         with self._lock:
+            self._reap()
             self._reserve()
         return self._new_session(key, lambda: self.call(session_id, "fork", copy.deepcopy))
 
@@ -216,8 +217,7 @@ class EnvPool:
         return session
 
     def _reserve(self) -> None:
-        """Count one more instance (the caller holds the lock), making room or refusing."""
-        self._reap()
+        """Count one more instance (the caller holds the lock and has reaped), making room or refusing."""
         if self._instances >= self.size and self._idle:
             self._idle.pop(0)  # an idle instance with other keywords makes room
             self._instances -= 1

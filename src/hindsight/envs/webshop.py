@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hindsight.envs.base import EnvError, TextEnv, echo, int_knob
+from hindsight.envs.search import BM25Index
 
 #: Seed of the catalogue generator. Changing it changes every item and so every task.
 CATALOGUE_SEED = 20_220_701
@@ -289,33 +290,15 @@ def _items_by_id(size: int) -> dict[str, Item]:
 
 
 class SearchIndex:
-    """BM25 over each item's title, category and description (`bm25s`), ties broken by item id."""
+    """BM25 over each item's title, category and description (`BM25Index`), ties broken by item id."""
 
     def __init__(self, items: Sequence[Item]):
-        # Imported here, not at the top, so that `import hindsight.envs` stays cheap.
-        import bm25s
-        import numpy as np
-
         self._ids = [item.id for item in items]
-        corpus = [f"{item.title}. {item.category}. {item.description}" for item in items]
-        self._bm25 = bm25s.BM25()
-        self._bm25.index(bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False)
-        by_id = sorted(range(len(items)), key=lambda i: self._ids[i])
-        self._id_rank: np.ndarray = np.empty(len(items), dtype=np.int64)
-        self._id_rank[by_id] = np.arange(len(items))
+        self._index = BM25Index(self._ids, [f"{item.title}. {item.category}. {item.description}" for item in items])
 
     def search(self, query: str, limit: int = MAX_RESULTS) -> tuple[str, ...]:
         """Ids of the items matching `query` (best first), at most `limit` of them."""
-        import bm25s
-        import numpy as np
-
-        tokens = bm25s.tokenize(query, stopwords="en", return_ids=False, show_progress=False)[0]
-        if not tokens:
-            return ()
-        scores = self._bm25.get_scores(tokens)
-        # Best score first; equal scores in item-id order, so ties never depend on the sort.
-        order = np.lexsort((self._id_rank, -scores))[:limit]
-        return tuple(self._ids[i] for i in order if scores[i] > 0)
+        return tuple(self._ids[i] for i in self._index.search(query, limit)[0])
 
 
 @functools.lru_cache(maxsize=4)
