@@ -23,7 +23,6 @@ mkdir -p "$out"
 recipe=recipes/smoke-cso.yaml
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
 lake=(--env frozenlake --set size=5 --set max_steps=10 --memory none --max-new-tokens 12 --system-prompt "$prompt")
-slots=2
 . benchmarks/lib.sh  # train, evaluate, spawn
 
 # The smoke recipe's settings, scaled: 2 rounds of 32 tasks, k = 5, 2 DPO epochs, 300 test tasks.

@@ -1,6 +1,7 @@
 # Shared helpers of the resumable comparison scripts (sourced, not run).
-# The caller sets: out (the output folder), lake (an array of `hindsight eval` environment
-# flags) and slots (jobs side by side, one core each).
+# The caller sets: out (the output folder) and lake (an array of `hindsight eval` environment
+# flags). Jobs run side by side, one per core of CORES (default "0 1"), so two drivers can
+# share the machine: CORES=0 for one, CORES=1 for the other.
 
 train() {  # train METHOD DIR ARGS...: a new run, or the unfinished one continued
   local method=$1 dir=$2
@@ -17,12 +18,14 @@ evaluate() {  # evaluate DIR ARGS...: skipped when finished; an interrupted one 
   hindsight eval "${lake[@]}" "$@" --out "$dir" --json
 }
 
+read -r -a cores <<<"${CORES:-0 1}"
+slots=${#cores[@]}
 job=0
-spawn() {  # spawn LOG COMMAND...: run on the next free core, at most $slots at once
+spawn() {  # spawn LOG COMMAND...: run on the next free core, at most one job per core at once
   local log=$1
   shift
   while [ "$(jobs -rp | wc -l)" -ge "$slots" ]; do wait -n; done
-  local core=$((job % slots))
+  local core=${cores[$((job % slots))]}
   job=$((job + 1))
   echo "$(date +%T) core $core: $log"
   taskset -c "$core" env HINDSIGHT_THREADS=1 OMP_NUM_THREADS=1 bash -c "$(declare -f train evaluate); lake=(${lake[*]@Q}); $*" \

@@ -14,7 +14,8 @@
 #   schedule   GRPO+SG+GR with λ(u) at full strength from the start, with early entry, and
 #              without annealing, seeds 0 1 2
 #   table      the paired differences (benchmarks/selfguide_table.py)
-# Two jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset).
+# Two jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1)
+# keeps a driver on one core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/selfguide}
@@ -24,7 +25,6 @@ mkdir -p "$out"
 recipe=recipes/grpo-selfguide-frozenlake5.yaml
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
 lake=(--env frozenlake --set size=5 --set max_steps=10 --memory none --max-new-tokens 12 --system-prompt "$prompt")
-slots=2
 
 . benchmarks/lib.sh  # train, evaluate, spawn
 
