@@ -10,10 +10,11 @@ train() {  # train METHOD DIR ARGS...: a new run, or the unfinished one continue
   if [ -f "$dir/config.yaml" ]; then hindsight train "$method" --resume "$dir"; else hindsight train "$method" "$@" --out "$dir"; fi
 }
 
-evaluate() {  # evaluate DIR ARGS...: skipped when finished; an interrupted one starts again
+evaluate() {  # evaluate DIR ARGS...: skipped when finished; an interrupted one continues
   local dir=$1
   shift
   if [ -f "$dir/summary.json" ] && ! grep -q '"interrupted": true' "$dir/summary.json"; then echo "done: $dir"; return; fi
+  if [ -f "$dir/trajectories/eval.jsonl" ]; then hindsight eval --resume "$dir" --json; return; fi
   rm -rf "$dir"
   hindsight eval "${lake[@]}" "$@" --out "$dir" --json
 }

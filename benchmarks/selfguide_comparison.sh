@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Self-Guide comparison of docs/results.md (issue 12), resumable: a finished step is
-# skipped, an unfinished training run continues from its latest checkpoint.
+# skipped, an unfinished training run continues from its latest checkpoint and an unfinished
+# evaluation from its last finished task.
 #
 #   . .venv/bin/activate && benchmarks/selfguide_comparison.sh [OUT_DIR] [STAGE...]
 #

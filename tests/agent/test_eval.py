@@ -1,6 +1,7 @@
 """`hindsight eval` end to end with the scripted, random and oracle policies and the bundled model."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -48,7 +49,8 @@ def test_refuses_to_append_to_an_existing_evaluation(tmp_path, capsys):
     args = ["eval", "--env", "sudoku", "--model", "oracle", "--episodes", "2", "--out", str(tmp_path / "e")]
     assert main(args) == 0
     assert main(args) == 2
-    assert "already holds an evaluation" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "already holds an evaluation" in err and "--resume" in err
 
 
 def test_scripted_responses_become_valid_and_invalid_steps(tmp_path):
@@ -112,6 +114,83 @@ def test_interrupted_eval_keeps_finished_trajectories_and_says_so(tmp_path, monk
     summary = json.loads((tmp_path / "i" / "summary.json").read_text())
     assert summary["interrupted"] is True
     assert summary["episodes"] == 4 == len(list(read_trajectories(tmp_path / "i")))
+
+
+def test_resume_runs_only_the_unfinished_tasks_and_matches_an_uninterrupted_run(tmp_path, monkeypatch, capsys):
+    import hindsight.llm
+
+    from hindsight.types import Completion
+
+    load = hindsight.llm.load_model
+
+    class StopsLater:
+        spec = "stops-later"
+
+        def __init__(self):
+            self.calls = 0
+
+        def generate(self, requests, params):
+            self.calls += 1
+            if self.calls == 3:
+                raise KeyboardInterrupt
+            return [Completion(text="<action>up</action>") for _ in requests]
+
+    monkeypatch.setattr(hindsight.llm, "load_model", lambda spec, **options: StopsLater())
+    out = tmp_path / "i"
+    config = EvalConfig(env="frozenlake", model="oracle", episodes=6, concurrency=2, max_steps=1, out=str(out))
+    with pytest.raises(KeyboardInterrupt):
+        run_eval(config)
+    log = out / "trajectories" / "eval.jsonl"
+    with log.open("a") as f:
+        f.write('{"kind": "trajectory", "env": "frozenl')  # a line cut short by the crash
+    monkeypatch.setattr(hindsight.llm, "load_model", load)
+
+    assert main(["eval", "--resume", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["interrupted"] is False and summary["episodes"] == 6
+    resumed = sorted(read_trajectories(out), key=lambda t: t.seed)
+    whole = sorted(read_trajectories(run_eval(replace(config, out=str(tmp_path / "whole")))), key=lambda t: t.seed)
+    assert [t.seed for t in resumed] == [t.seed for t in whole]
+    # The four tasks the interrupted run finished keep their "up"; the other two were played by the oracle.
+    assert [[s.action for s in t.steps] for t in resumed][4:] == [[s.action for s in t.steps] for t in whole][4:]
+    assert sum(t.steps[0].action == "up" for t in resumed) >= 4
+
+    # Resuming a finished evaluation runs nothing and rewrites the same summary.
+    assert main(["eval", "--resume", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["episodes"] == 6 and len(list(read_trajectories(out))) == 6
+
+
+def test_resume_drops_the_attempts_of_an_unfinished_reflexion_task(tmp_path):
+    from hindsight.agent.evaluate import is_final_attempt, keep_finished_tasks
+
+    run = run_eval(EvalConfig(env="frozenlake", model="random:3", episodes=4, reflexion_attempts=3, max_steps=3,
+                              env_kwargs={"size": 3}, out=str(tmp_path / "r")))
+    log = run / "trajectories" / "eval.jsonl"
+    lines = log.read_text().splitlines()
+    trajectories = list(read_trajectories(run))
+    retried = next(t.seed for t in trajectories if not is_final_attempt(t))
+    final_line = 1 + next(i for i, t in enumerate(trajectories) if t.seed == retried and is_final_attempt(t))
+    log.write_text("".join(line + "\n" for i, line in enumerate(lines) if i != final_line))
+
+    kept = keep_finished_tasks(log)
+    assert retried not in {t.seed for t in kept}
+    assert {t.seed for t in kept} == {t.seed for t in trajectories} - {retried}
+    assert [t.id for t in read_trajectories(run)] == [t.id for t in kept]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--resume", "{tmp}/none"], "not an evaluation run directory"),
+        (["--resume", "{tmp}/e", "--env", "sudoku"], "drop --env"),
+        ([], "--env and --model are required"),
+    ],
+)
+def test_resume_mistakes_are_one_line(args, message, tmp_path, capsys):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    assert main(["eval", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
 
 
 def test_self_guide_at_inference_records_an_assessment_before_every_action(tmp_path, capsys):

@@ -126,6 +126,36 @@ def test_grpo_resume_after_sigkill_matches_an_uninterrupted_run(tiny_model_dir, 
     assert len(train_lines) == config.updates * config.tasks_per_update * config.group_size
 
 
+def test_resume_in_the_final_evaluation_keeps_its_finished_tasks(tiny_model_dir, tmp_path):
+    run = train_grpo(grpo_config(tiny_model_dir, updates=1, checkpoint_every=1, eval_every=0, final_eval_episodes=3),
+                     tmp_path / "grpo")
+    final = run / "trajectories" / "eval-test-final.jsonl"
+    whole = final.read_text().splitlines()
+    rows = (run / "metrics.jsonl").read_text().splitlines()
+    # As if killed during the final evaluation: one task written, one cut short, no final row.
+    final.write_text(whole[0] + "\n" + whole[1] + "\n" + whole[2][:40])
+    (run / "metrics.jsonl").write_text("".join(row + "\n" for row in rows[:-1]))
+    (run / "summary.json").unlink()
+
+    train_grpo(None, run, resume=True)
+    assert final.read_text().splitlines()[1] == whole[1]  # kept, not played again
+    assert sorted(json.loads(line)["seed"] for line in final.read_text().splitlines()[1:]) == sorted(
+        json.loads(line)["seed"] for line in whole[1:])
+    assert comparable(read_metrics(run)) == comparable([json.loads(row) for row in rows])
+    assert json.loads((run / "summary.json").read_text())["episodes"] == 3
+
+
+def test_a_resume_removes_the_evaluations_of_steps_after_its_checkpoint(tmp_path):
+    from hindsight.methods.lifecycle import drop_evaluations_after
+
+    names = ["eval-validation-000002.jsonl", "eval-validation-000004.jsonl", "eval-validation-000004-refined.jsonl",
+             "eval-test-final.jsonl", "train.jsonl"]
+    for name in names:
+        (tmp_path / name).write_text("")
+    drop_evaluations_after(tmp_path, 2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(n for n in names if "000004" not in n)
+
+
 def test_config_files_reject_unknown_keys(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("updates: 3\ngroup_sise: 4\n")

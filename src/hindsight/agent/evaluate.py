@@ -5,7 +5,9 @@
 
 The run directory holds `config.yaml`, `trajectories/eval.jsonl` (each trajectory
 written and flushed as it finishes) and `summary.json`. An interrupted evaluation
-keeps every finished trajectory and marks its summary `interrupted`.
+keeps every finished trajectory and marks its summary `interrupted`;
+`run_eval(config, resume=True)` (`hindsight eval --resume DIR`) then runs only the tasks
+it had not finished.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory
 from hindsight.llm.base import ModelBackend
 from hindsight.envs.remote import env_label
 from hindsight.logs import RunDir, TrajectoryWriter, read_trajectories
+from hindsight.logs.schema import SchemaError, trajectory_from_record
 from hindsight.types import SamplingParams, Trajectory
 
 
@@ -191,21 +194,17 @@ def _evaluate_reflexion(
     config: EvalConfig,
     writer: TrajectoryWriter,
     on_trajectory: Callable[[Trajectory], None] | None,
-) -> EvalSummary:
+) -> None:
     """Reflexion: every attempt is written; `on_trajectory` sees each task's last attempt."""
     from hindsight.agent.reflexion import run_reflexion
 
-    started = time.perf_counter()
     lessons = SamplingParams(temperature=config.temperature, top_p=config.top_p,
                              max_new_tokens=config.assessment_max_new_tokens)
-    written = []
     for trajectory in run_reflexion(policy, make_env, seeds, rollout, attempts=config.reflexion_attempts,
                                     reflection_params=lessons):
         writer.write_trajectory(trajectory)
-        written.append(trajectory)
         if on_trajectory is not None and is_final_attempt(trajectory):
             on_trajectory(trajectory)
-    return summarize(written, time.perf_counter() - started)
 
 
 def best_of_n(config: EvalConfig) -> Any:
@@ -220,16 +219,59 @@ def best_of_n(config: EvalConfig) -> Any:
     return BestOfN(config.best_of, OraclePRM() if role.kind == "oracle" else JudgePRM(resolve(role)))
 
 
+def keep_finished_tasks(path: Path) -> list[Trajectory]:
+    """The trajectories of the tasks an interrupted evaluation finished, in file order.
+
+    The file is rewritten to hold only those, so the resumed run appends to a clean log:
+    a line cut short by the crash goes, and so do the attempts of a Reflexion task whose
+    last attempt was never written (the task is run again whole).
+    """
+    import json
+
+    records: list[tuple[str, Trajectory | None]] = []  # (line, trajectory; None for the header)
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+            if isinstance(record, dict) and record.get("kind") == "header":
+                records.append((line, None))
+            else:
+                records.append((line, trajectory_from_record(record)))
+        except (json.JSONDecodeError, SchemaError, TypeError):
+            continue
+    finished = {t.seed for _, t in records if t is not None and is_final_attempt(t)}
+    kept = [(line, t) for line, t in records if t is None or t.seed in finished]
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(line + "\n" for line, _ in kept), encoding="utf-8")
+    tmp.replace(path)
+    return [t for _, t in kept if t is not None]
+
+
+def read_eval_config(run_dir: str | Path) -> EvalConfig:
+    """The EvalConfig an evaluation run directory was written with."""
+    from dataclasses import fields
+
+    config = RunDir(Path(run_dir)).read_config() if Path(run_dir, "config.yaml").is_file() else {}
+    if config.get("kind") != "eval":
+        raise ValueError(f"{run_dir} is not an evaluation run directory (no config.yaml of kind eval)")
+    known = {f.name for f in fields(EvalConfig)}
+    return EvalConfig(**{key: value for key, value in config.items() if key in known})
+
+
 def run_eval(
     config: EvalConfig,
     *,
+    resume: bool = False,
     on_start: Callable[[int], None] | None = None,
     on_trajectory: Callable[[Trajectory], None] | None = None,
 ) -> Path:
     """Run the evaluation and return its run directory.
 
+    With `resume`, `config.out` is an interrupted evaluation of this config: its finished
+    tasks are kept and only the others run. At temperature 0 the result is the one an
+    uninterrupted run would give, up to the batch composition's rounding.
+
     `on_start(episodes)` is called once the model is loaded and episodes begin;
-    `on_trajectory` after each finished trajectory.
+    `on_trajectory` after each finished trajectory (on a resume, first for each kept task).
 
     Raises `EnvError` / `ModelError` for an unknown environment or model before any
     work starts.
@@ -243,8 +285,19 @@ def run_eval(
     probe = make(config.env, **env_kwargs)  # validates id and kwargs before the model loads
     seeds = probe.split_seeds(config.split, config.episodes)
     target = Path(config.out) if config.out else default_out_dir(config)
-    if (target / "trajectories" / "eval.jsonl").exists():
-        raise ValueError(f"{target} already holds an evaluation; choose another --out or remove it")
+    log = target / "trajectories" / "eval.jsonl"
+    done: list[Trajectory] = []
+    earlier_wall_s = 0.0
+    if resume:
+        if not log.exists():
+            raise ValueError(f"{target} holds no evaluation to resume (no trajectories/eval.jsonl)")
+        done = keep_finished_tasks(log)
+        earlier_wall_s = _recorded_wall_s(target)
+        finished = {t.seed for t in done}
+        seeds = [seed for seed in seeds if seed not in finished]
+    elif log.exists():
+        raise ValueError(f"{target} already holds an evaluation; resume it (--resume {target}), "
+                         "choose another --out or remove it")
     options = dict(config.model_options)
     if parse_spec(config.model) == ModelSpec("random"):
         options.setdefault("seed", config.seed)  # the run's seed decides the random policy too
@@ -266,22 +319,36 @@ def run_eval(
         best_of=best_of_n(config),
     )
     if on_start is not None:
-        on_start(len(seeds))
+        on_start(len(seeds) + sum(is_final_attempt(t) for t in done))
+    if on_trajectory is not None:
+        for trajectory in filter(is_final_attempt, done):
+            on_trajectory(trajectory)
     started = time.perf_counter()
     with run.trajectory_writer("eval", env=config.env, model=config.model, split=config.split) as writer:
+        interrupted = True
         try:
-            if config.reflexion_attempts > 1:
-                summary = _evaluate_reflexion(policy, lambda: make(config.env, **env_kwargs), seeds, rollout,
-                                              config, writer, on_trajectory)
+            if not seeds:
+                pass  # a resume of a run that had finished every task: only the summary is rewritten
+            elif config.reflexion_attempts > 1:
+                _evaluate_reflexion(policy, lambda: make(config.env, **env_kwargs), seeds, rollout,
+                                    config, writer, on_trajectory)
             else:
-                _, summary = evaluate_policy(
-                    policy, lambda: make(config.env, **env_kwargs), seeds, rollout,
-                    writer=writer, on_trajectory=on_trajectory,
-                )
-        except BaseException:
-            # Interrupted or crashed: summarise what reached the disk, then let it propagate.
-            summary = summarize(read_trajectories(writer.path), time.perf_counter() - started, interrupted=True)
-            raise
+                evaluate_policy(policy, lambda: make(config.env, **env_kwargs), seeds, rollout,
+                                writer=writer, on_trajectory=on_trajectory)
+            interrupted = False
         finally:
+            # Interrupted or not, the summary covers every trajectory that reached the disk.
+            summary = summarize(read_trajectories(writer.path), earlier_wall_s + time.perf_counter() - started,
+                                interrupted=interrupted)
             run.write_summary({"env": config.env, "model": config.model, **asdict(summary)})
     return run.path
+
+
+def _recorded_wall_s(run_dir: Path) -> float:
+    """The wall time an interrupted evaluation recorded (0 if it died before writing one)."""
+    import json
+
+    try:
+        return float(json.loads((run_dir / "summary.json").read_text(encoding="utf-8")).get("wall_s", 0.0))
+    except (OSError, ValueError, AttributeError):
+        return 0.0

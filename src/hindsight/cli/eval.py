@@ -11,9 +11,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from hindsight.cli.main import add_threads_option
 
     parser = subparsers.add_parser("eval", help="evaluate a model on an environment", description=__doc__)
-    parser.add_argument("--env", required=True, help="environment id (see `hindsight envs list`)")
-    parser.add_argument("--model", required=True, help="model spec: smollm2, hf:PATH, openai:NAME, oracle, random, "
-                                                        "scripted:FILE, or smollm2/hf:PATH +ADAPTER")
+    parser.add_argument("--env", help="environment id (see `hindsight envs list`); required unless --resume")
+    parser.add_argument("--model", help="model spec: smollm2, hf:PATH, openai:NAME, oracle, random, scripted:FILE, "
+                                        "or smollm2/hf:PATH +ADAPTER; required unless --resume")
     parser.add_argument("--episodes", type=int, default=10, help="number of task instances (default 10)")
     parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
     parser.add_argument("--memory", default="full", help="history shown to the model: full, none, or a number of turns")
@@ -43,6 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "that answers a rubric (default oracle)")
     parser.add_argument("--note-tokens", type=int, default=48,
                         help="token budget of a self-assessment, goal reflection or Reflexion lesson (default 48)")
+    parser.add_argument("--resume", metavar="DIR",
+                        help="finish an interrupted evaluation with its own settings: the tasks it finished "
+                             "are kept, the others run")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_threads_option(parser)
     parser.set_defaults(run=run)
@@ -52,14 +55,19 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from hindsight.agent.evaluate import EvalConfig, run_eval
+    from hindsight.agent.evaluate import EvalConfig, read_eval_config, run_eval
     from hindsight.cli.main import CLIError
     from hindsight.configs import parse_overrides
     from hindsight.envs import EnvError, make
     from hindsight.llm import ModelError, parse_spec
 
+    if args.resume:
+        if args.env or args.model or args.out or args.env_kwargs:
+            raise CLIError("--resume takes the run's own settings; drop --env/--model/--out/--set")
+    elif not (args.env and args.model):
+        raise CLIError("--env and --model are required (or --resume DIR)")
     try:
-        config = EvalConfig(
+        config = read_eval_config(args.resume) if args.resume else EvalConfig(
             env=args.env,
             model=args.model,
             episodes=args.episodes,
@@ -102,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
         def start(episodes: int) -> None:
             nonlocal bar  # the bar appears once the model is loaded, so load errors stay one line
-            bar = progress.add_task(f"eval {args.env} · {args.model}", total=episodes, successes=0)
+            bar = progress.add_task(f"eval {config.env} · {config.model}", total=episodes, successes=0)
 
         def advance(trajectory: Any) -> None:
             nonlocal successes
@@ -110,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             progress.update(bar, advance=1, successes=successes)
 
         try:
-            run_dir = run_eval(config, on_start=start, on_trajectory=advance)
+            run_dir = run_eval(config, resume=bool(args.resume), on_start=start, on_trajectory=advance)
         except (EnvError, ModelError, ValueError) as exc:
             raise CLIError(str(exc)) from None
 

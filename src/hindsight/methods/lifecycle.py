@@ -4,14 +4,18 @@
               its config (written for a new run, read back when resuming); seeds set
     begin     `run.begin(model, optimizers, schedulers, schedule, logs=…)`: continue from the
               latest checkpoint when resuming (weights, optimizers, schedulers, RNGs, step,
-              environment steps), dropping the metric rows and training-trajectory records an
-              interrupted process wrote after it, so the resumed run writes them once; open
-              the metrics log and the named trajectory logs
+              environment steps), dropping the metric rows, training-trajectory records and
+              evaluations an interrupted process wrote after it, so the resumed run writes
+              them once; open the metrics log and the named trajectory logs
     loop      `for step in run.steps(total, name)`: the progress bar; for a new run, first a
               step-0 row with an evaluation on the validation split (when the schedule says so)
     each step `run.end_step(step, row, info)`: an evaluation at the schedule's cadence, the
               metrics row, a checkpoint at its cadence and after the last step, progress
     finish    `run.finish(**fields)`: the final evaluation, summary.json, every log closed
+
+An evaluation cut short keeps its finished tasks: the resumed run evaluates only the others
+(`evaluate_trainable`), since the weights it evaluates are the same. Evaluations of steps
+after the checkpoint, and a final evaluation when steps were trained again, are removed.
 
 Under data parallelism every process runs the lifecycle; only the first one writes,
 evaluates and saves.
@@ -20,13 +24,15 @@ evaluates and saves.
 from __future__ import annotations
 
 import json
+import re
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
 
-from hindsight.agent.evaluate import EvalSummary, evaluate_policy
+from hindsight.agent.evaluate import EvalSummary, evaluate_policy, keep_finished_tasks, summarize
 from hindsight.configs import from_mapping
-from hindsight.logs import RunDir
+from hindsight.logs import RunDir, read_trajectories
 from hindsight.methods.basics import EvalSettings, Schedule, TrainingBasics
 from hindsight.methods.metrics import MetricsLog, eval_metrics
 from hindsight.methods.progress import TrainingProgress
@@ -95,6 +101,7 @@ class TrainingRun(Generic[C]):
                 drop_records_after(self.path / "metrics.jsonl", state["step"], "step")
                 for name in logs:
                     drop_records_after(self.dir.trajectories_dir / f"{name}.jsonl", state["step"], "update")
+                drop_evaluations_after(self.dir.trajectories_dir, max(state["step"], 0))
             self.start, self.env_steps = max(state["step"], 0), state.get("env_steps", 0)
         self._metrics = MetricsLog(self.dir, self.config, enabled=self.main)
         if self.main:
@@ -162,6 +169,9 @@ class TrainingRun(Generic[C]):
         if self.main:
             summary = {"kind": self.kind, **fields}
             split = self._schedule.final_split
+            if split and self.start < self._total:
+                # This process trained: a final evaluation left by an earlier one saw other weights.
+                (self.dir.trajectories_dir / f"eval-{split}-final.jsonl").unlink(missing_ok=True)
             if split:
                 row, result = self._evaluate(split, self._schedule.final_episodes, f"eval-{split}-final",
                                              f"final_{split}")
@@ -189,18 +199,30 @@ def policy_evaluator(model: TrainableModel, settings: EvalSettings, run: RunDir,
 def evaluate_trainable(
     model: TrainableModel, settings: EvalSettings, split: str, episodes: int, run: RunDir, name: str, seed: int,
 ) -> EvalSummary:
-    """Evaluate the active role on the first `episodes` tasks of a split; log trajectories."""
+    """Evaluate the active role on the first `episodes` tasks of a split; log trajectories.
+
+    A log `name` left by an interrupted process is continued: its finished tasks are kept
+    and only the others run (TrainingRun removes the logs whose weights are gone).
+    """
     from hindsight.envs import make
 
     seeds = make(settings.env, **settings.env_kwargs).split_seeds(split, episodes)
     rollout = replace(settings.rollout, seed=seed, split=split)
-    # An evaluation is recomputed whole (e.g. after a resume): never append to an old one.
-    (run.trajectories_dir / f"{name}.jsonl").unlink(missing_ok=True)
+    path = run.trajectories_dir / f"{name}.jsonl"
+    finished = {t.seed for t in keep_finished_tasks(path)} if path.exists() else set()
+    started = time.perf_counter()
     with run.trajectory_writer(name, env=settings.env, split=split) as writer:
-        _, summary = evaluate_policy(
-            model.backend, lambda: make(settings.env, **settings.env_kwargs), seeds, rollout, writer=writer
-        )
-    return summary
+        evaluate_policy(model.backend, lambda: make(settings.env, **settings.env_kwargs),
+                        [s for s in seeds if s not in finished], rollout, writer=writer)
+    return summarize(read_trajectories(path), time.perf_counter() - started)
+
+
+def drop_evaluations_after(trajectories_dir: Path, last_step: int) -> None:
+    """Remove the evaluation logs of steps after `last_step` (eval-SPLIT-NNNNNN[-…].jsonl)."""
+    for path in trajectories_dir.glob("eval-*.jsonl"):
+        match = re.match(r"eval-[a-z]+-(\d{6})", path.name)
+        if match and int(match.group(1)) > last_step:
+            path.unlink()
 
 
 def drop_records_after(path: Path, last_step: int, step_key: str) -> None:
