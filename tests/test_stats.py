@@ -50,3 +50,17 @@ def test_the_interval_covers_the_truth_about_as_often_as_it_claims():
 def test_a_broken_pairing_is_refused(a, b, message):
     with pytest.raises(ValueError, match=message):
         paired_difference(a, b)
+
+
+def test_wilson_interval_matches_a_plain_binomial_search():
+    from hindsight.stats import wilson_interval
+
+    # The Wilson interval holds exactly the p whose score test does not reject k of n at 5%.
+    for k, n in [(0, 32), (5, 32), (16, 32), (32, 32), (169, 300)]:
+        low, high = wilson_interval(k, n)
+        grid = [i / 20000 for i in range(20001)]
+        accepted = [p for p in grid if abs(k - n * p) <= 1.96 * (n * p * (1 - p)) ** 0.5]
+        assert abs(low - min(accepted)) < 1e-4 and abs(high - max(accepted)) < 1e-4
+    assert wilson_interval(0, 32)[0] == 0.0 and abs(wilson_interval(0, 32)[1] - 0.107) < 1e-3
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)

@@ -81,3 +81,17 @@ def paired_difference(
         low=float(low), high=float(high), level=level, seeds=tuple(seeds), tasks=len(tasks),
         per_seed=tuple(float(x) for x in diff.mean(axis=1)),
     )
+
+
+def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a success rate (95% with the default z).
+
+    Unlike the normal approximation it stays inside [0, 1] and is not empty at 0 or n
+    successes: 0 of 32 gives [0, 0.107], so "0%" on a small sample reads as what it is.
+    """
+    if not 0 <= successes <= trials or trials < 1:
+        raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {successes} of {trials}")
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z / (1 + z * z / trials) * (p * (1 - p) / trials + z * z / (4 * trials * trials)) ** 0.5
+    return max(0.0, centre - half), min(1.0, centre + half)

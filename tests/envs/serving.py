@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Iterator
+from typing import Any, Iterator
 
 from hindsight.envs import FrozenLake, register
 from hindsight.envs.base import EnvFailure
@@ -68,8 +68,22 @@ def failing_envs_registered() -> Iterator[None]:
 @contextlib.contextmanager
 def serving(pool: EnvPool) -> Iterator[str]:
     """Serve `pool` on a free local port for the duration; yields the server's base URL."""
+    with running(server_for(pool)) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving_app(app: Any) -> Iterator[str]:
+    """Serve any ASGI app on a free local port for the duration; yields its base URL."""
+    import uvicorn
+
+    with running(uvicorn.Server(uvicorn.Config(app, log_level="warning"))) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def running(server: Any) -> Iterator[str]:
     sock = listen("127.0.0.1", 0)
-    server = server_for(pool)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

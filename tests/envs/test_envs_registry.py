@@ -13,7 +13,8 @@ def test_exports():
 
 def test_list_envs_reports_defaults_and_budgets():
     specs = {spec.id: spec for spec in list_envs()}
-    assert list(specs) == ["blocksworld", "deepsearch", "frozenlake", "household", "scienceworld", "sudoku", "webshop"]
+    assert list(specs) == ["blocksworld", "deepsearch", "frozenlake", "household", "scienceworld", "sudoku", "webshop",
+                           "webshop-site"]
     assert specs["frozenlake"] == EnvSpec(
         id="frozenlake",
         description=specs["frozenlake"].description,
@@ -43,7 +44,7 @@ def test_unknown_id_suggests_the_closest():
     message = str(caught.value)
     assert "\n" not in message
     assert "Did you mean 'frozenlake'?" in message
-    assert "Known: blocksworld, deepsearch, frozenlake, household, scienceworld, sudoku, webshop." in message
+    assert "Known: blocksworld, deepsearch, frozenlake, household, scienceworld, sudoku, webshop, webshop-site." in message
 
 
 def test_unknown_keyword_names_the_accepted_ones():

@@ -23,6 +23,7 @@ from hindsight.envs.household import Household
 from hindsight.envs.scienceworld import ScienceWorld
 from hindsight.envs.sudoku import Sudoku
 from hindsight.envs.webshop import WebShop
+from hindsight.envs.webshop_site import WebShopSite
 
 __all__ = [
     "SPLITS",
@@ -153,5 +154,5 @@ def list_envs() -> list[EnvSpec]:
     return [get_spec(env_id) for env_id in sorted(_REGISTRY)]
 
 
-for _cls in (FrozenLake, BlocksWorld, Sudoku, WebShop, DeepSearch, ScienceWorld, Household):
+for _cls in (FrozenLake, BlocksWorld, Sudoku, WebShop, WebShopSite, DeepSearch, ScienceWorld, Household):
     register(_cls)

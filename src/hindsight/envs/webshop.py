@@ -40,7 +40,7 @@ _BUTTON_ALIASES = {"next": NEXT_PAGE, "next>": NEXT_PAGE, "prev": PREV_PAGE, "<p
 
 # Queries are quoted in full up to this length (the oracle's title searches fit).
 _QUERY_SHOWN = 120
-_ACTION = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
+ACTION_PATTERN = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
 
 # -- word lists -------------------------------------------------------------------------
 COLOURS = (
@@ -366,7 +366,7 @@ def purchase_reward(
     )
 
 
-def _normalise(text: str) -> str:
+def normalise(text: str) -> str:
     return " ".join(text.lower().split())
 
 
@@ -523,7 +523,7 @@ class WebShop(TextEnv):
 
     # -- dynamics -----------------------------------------------------------------
     def _step(self, action: str) -> tuple[bool, bool, str]:
-        parsed = _ACTION.match(action)
+        parsed = ACTION_PATTERN.match(action)
         if parsed is None:
             usage = (
                 "Use search[your query] on the search page, or click[...] with a button, an item id or an option "
@@ -533,12 +533,12 @@ class WebShop(TextEnv):
         verb, argument = parsed.group(1).lower(), parsed.group(2)
         if verb == "search":
             return self._search(argument)
-        return self._click(_normalise(argument))
+        return self._click(normalise(argument))
 
     def _search(self, text: str) -> tuple[bool, bool, str]:
         if self._page != "search":
             return False, False, f"You can only search from the search page; click[{BACK_TO_SEARCH}] first."
-        query = _normalise(text)
+        query = normalise(text)
         if not query:
             return False, False, "search[...] needs some words to look for, e.g. search[red cotton t-shirt]."
         self._query = query
@@ -551,7 +551,7 @@ class WebShop(TextEnv):
         if self._page == "search":
             return False, False, "The search page has nothing to click; use search[your query]."
         target = _BUTTON_ALIASES.get(target, target)
-        clickables = {_normalise(c): c for c in self._clickables()}
+        clickables = {normalise(c): c for c in self._clickables()}
         if target not in clickables:
             if target == NEXT_PAGE and self._page == "results":
                 return False, False, "There is no next page: this is the last page of results."
@@ -687,7 +687,7 @@ class WebShop(TextEnv):
     # -- planner ------------------------------------------------------------------
     def oracle_query(self) -> str:
         """The oracle's search: the target's title, which ranks the target first or nearly so."""
-        return _normalise(self._lookup(self._goal["item"]).title.replace(",", " "))
+        return normalise(self._lookup(self._goal["item"]).title.replace(",", " "))
 
     def _oracle_action(self) -> str:
         # Search for the target by its title, page to it, choose the requested option
