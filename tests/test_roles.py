@@ -32,7 +32,7 @@ def test_bad_role_values_say_what_is_allowed(role, value, allowed, message):
 
 
 class SharedModel:
-    """Records which adapter is active while the backend generates."""
+    """Records which adapter is active while the backend generates (TrainableModel's `sampler`)."""
 
     def __init__(self):
         self.active = "policy"
@@ -45,7 +45,7 @@ class SharedModel:
             def generate(self, requests, params):
                 return [Completion(text=model.active) for _ in requests]
 
-        self.backend = Backend()
+        self.backend = self.sampler = Backend()
 
     @contextlib.contextmanager
     def role(self, name):

@@ -101,7 +101,7 @@ class RoleBackend:
 
     def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[Completion]:
         with self.model.role(self.role):
-            return self.model.backend.generate(requests, params)
+            return self.model.sampler.generate(requests, params)
 
 
 def resolve(spec: RoleSpec, model: object | None = None) -> ModelBackend:

@@ -19,6 +19,7 @@ from hindsight.llm.scripted import OracleBackend, RandomBackend, ScriptedBackend
         ("hf:model.Q4.gguf", ModelSpec("hf", "model.Q4.gguf")),
         ("openai:gpt-4o-mini", ModelSpec("openai", "gpt-4o-mini")),
         ("openai:Qwen/Qwen2.5-7B-Instruct", ModelSpec("openai", "Qwen/Qwen2.5-7B-Instruct")),
+        ("vllm:Qwen/Qwen2.5-7B-Instruct", ModelSpec("vllm", "Qwen/Qwen2.5-7B-Instruct")),
         ("oracle", ModelSpec("oracle")),
         ("random", ModelSpec("random")),
         ("random:7", ModelSpec("random", "7")),
@@ -31,7 +32,7 @@ def test_parse_spec_accepts_every_documented_form(spec, expected):
 
 
 @pytest.mark.parametrize(
-    "spec", ["", "gpt4", "anthropic:claude", "hf:", "openai:", "scripted:", "oracle:x", "random:x"]
+    "spec", ["", "gpt4", "anthropic:claude", "hf:", "openai:", "vllm:", "vllm", "scripted:", "oracle:x", "random:x"]
 )
 def test_parse_spec_rejects_malformed_specs_with_one_line(spec):
     with pytest.raises(ModelError) as info:
@@ -41,14 +42,14 @@ def test_parse_spec_rejects_malformed_specs_with_one_line(spec):
 
 def test_unknown_spec_error_lists_the_accepted_forms():
     with pytest.raises(
-        ModelError, match=r"accepted forms: smollm2, hf:PATH, openai:MODEL, oracle, random, scripted:FILE"
+        ModelError, match=r"accepted forms: smollm2, hf:PATH, openai:MODEL, vllm:MODEL, oracle, random, scripted:FILE"
     ):
         load_model("llama:7b")
 
 
-def test_vllm_spec_points_at_the_openai_route():
-    with pytest.raises(ModelError, match="openai:MODEL"):
-        load_model("vllm:some-model")
+def test_vllm_spec_checks_its_options_before_it_starts_anything():
+    with pytest.raises(ModelError, match="unknown option.*base_url"):
+        load_model("vllm:some-model", base_url="http://elsewhere/v1")
 
 
 def test_missing_files_are_model_errors(tmp_path):
@@ -94,7 +95,8 @@ def test_seed_in_spec_and_option_conflict():
 
 
 def test_describe_spec_gives_one_line_per_form():
-    for spec in ["smollm2", "hf:/m", "hf:/m/x.gguf", "openai:gpt", "oracle", "random", "random:3", "scripted:f.txt"]:
+    for spec in ["smollm2", "hf:/m", "hf:/m/x.gguf", "openai:gpt", "vllm:m", "oracle", "random", "random:3",
+                 "scripted:f.txt"]:
         line = describe_spec(spec)
         assert line and "\n" not in line
     assert "seed 3" in describe_spec("random:3")

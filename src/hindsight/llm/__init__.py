@@ -27,6 +27,7 @@ SPEC_FORMS: tuple[tuple[str, str], ...] = (
     ("smollm2", "the bundled SmolLM2-135M-Instruct, run locally with transformers"),
     ("hf:PATH", "a local transformers model folder or .gguf file"),
     ("openai:MODEL", "an OpenAI-compatible chat endpoint ($OPENAI_BASE_URL, key in $OPENAI_API_KEY)"),
+    ("vllm:MODEL", "starts `vllm serve MODEL` (the vllm package, on a GPU machine) and generates through it"),
     ("oracle", "the environment's exact planner (needs the live env)"),
     ("random", "uniform over admissible actions; random:SEED fixes the seed"),
     ("scripted:FILE", "replays responses from a .json, .jsonl or ---separated text file"),
@@ -43,6 +44,7 @@ _LAZY = {
     "convert_gguf": "hindsight.llm.hf",
     "model_cache_dir": "hindsight.llm.hf",
     "OpenAIBackend": "hindsight.llm.openai",
+    "VLLMBackend": "hindsight.llm.vllm",
     "OracleBackend": "hindsight.llm.scripted",
     "RandomBackend": "hindsight.llm.scripted",
     "ScriptedBackend": "hindsight.llm.scripted",
@@ -60,6 +62,7 @@ __all__ = [
     "OracleBackend",
     "RandomBackend",
     "ScriptedBackend",
+    "VLLMBackend",
     "bundled_gguf_path",
     "convert_gguf",
     "describe_spec",
@@ -84,7 +87,7 @@ ADAPTER_BASES = ("smollm2", "hf")
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A parsed spec string: `provider` is one of smollm2, hf, openai, oracle, random, scripted.
+    """A parsed spec string: `provider` is one of smollm2, hf, openai, vllm, oracle, random, scripted.
 
     `adapter` holds the LoRA adapters after the base, as written, joined by `+` (empty: none).
     """
@@ -132,15 +135,11 @@ def parse_spec(spec: str) -> ModelSpec:
         if sep and not _is_int(name):
             raise ModelError(f"random:SEED takes an integer seed, got {name!r}")
         return ModelSpec(provider, name)
-    if provider in ("hf", "openai", "scripted") and sep:
+    if provider in ("hf", "openai", "scripted", "vllm") and sep:
         if not name.strip():
-            raise ModelError(f"{provider}: needs a {'model name' if provider == 'openai' else 'path'} after the colon")
+            what = "path" if provider in ("hf", "scripted") else "model name"
+            raise ModelError(f"{provider}: needs a {what} after the colon")
         return ModelSpec(provider, name.strip())
-    if provider == "vllm":
-        raise ModelError(
-            "the vllm: provider is not available yet; serve the model with `vllm serve MODEL` and use "
-            "openai:MODEL with OPENAI_BASE_URL=http://HOST:8000/v1"
-        )
     raise ModelError(f"unknown model spec {spec!r}; accepted forms: {_ACCEPTED}")
 
 
@@ -157,6 +156,8 @@ def describe_spec(spec: str) -> str:
         return f"transformers {kind} {parsed.name}"
     if parsed.provider == "openai":
         return f"{parsed.name} on an OpenAI-compatible endpoint"
+    if parsed.provider == "vllm":
+        return f"{parsed.name} served by a `vllm serve` process started for it"
     if parsed.provider == "oracle":
         return "exact planner of the environment (privileged policy)"
     if parsed.provider == "random":
@@ -171,7 +172,10 @@ def load_model(spec: str, **options: Any) -> ModelBackend:
     Options per provider:
       smollm2, hf:PATH   device, dtype, max_batch_size, cache_dir (also with +ADAPTER)
       openai:MODEL       base_url, api_key_env, require_key, max_concurrency, timeout,
-                         max_retries, backoff, max_backoff, logprobs, max_tokens_field, extra_body
+                         max_retries, backoff, max_backoff, logprobs, token_ids, max_tokens_field,
+                         extra_body
+      vllm:MODEL         enable_lora, serve_args, startup_timeout, max_concurrency, timeout,
+                         max_retries, logprobs, token_ids
       random             seed
       oracle, scripted   none
 
@@ -207,6 +211,10 @@ def load_model(spec: str, **options: Any) -> ModelBackend:
         from hindsight.llm.openai import OpenAIBackend
 
         return _build(OpenAIBackend, options, label, parsed.name, spec=label)
+    if parsed.provider == "vllm":
+        from hindsight.llm.vllm import VLLMBackend
+
+        return _build(VLLMBackend, options, label, parsed.name, spec=label)
     from hindsight.llm import scripted
 
     if parsed.provider == "oracle":

@@ -491,6 +491,16 @@ def export_adapter(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[s
         "role": role, "dtype": dtype, "base_model": base, "lora_rank": weights.rank, "lora_alpha": weights.alpha,
         "target_modules": list(weights.targets), "config": config,
     }
+    return write_peft_adapter(out, tensors, lora, manifest)
+
+
+def write_peft_adapter(out: Path, tensors: Mapping[str, torch.Tensor], lora: Any, manifest: Mapping[str, Any]) -> Path:
+    """Write a PEFT adapter folder: `lora` (a LoraConfig) as adapter_config.json, `tensors`
+    (PEFT-file names) as adapter_model.safetensors, and `manifest` as hindsight.json.
+
+    `out` must not exist or be empty. The folder appears complete or not at all, so a
+    reader (an inference server loading it) never sees half of it.
+    """
     parent = out.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=parent))
@@ -499,10 +509,10 @@ def export_adapter(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[s
         from safetensors.torch import save_file
 
         lora.save_pretrained(str(staging))
-        save_file(tensors, str(staging / ADAPTER_WEIGHTS[0]), metadata={"format": "pt"})
+        save_file(dict(tensors), str(staging / ADAPTER_WEIGHTS[0]), metadata={"format": "pt"})
         (staging / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
         if out.is_dir():
-            out.rmdir()  # checked empty above; rename cannot replace a folder
+            out.rmdir()  # rename cannot replace a folder, even an empty one
         os.rename(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -248,6 +248,11 @@ class HFBackend:
     def __repr__(self) -> str:
         return f"HFBackend(spec={self.spec!r}, device={self.device!r}, max_batch_size={self.max_batch_size})"
 
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        """The tokens that end a turn (the tokenizer's and the generation config's)."""
+        return self._special.eos_ids
+
     # ---------------------------------------------------------------- loading
 
     @classmethod

@@ -15,16 +15,25 @@ construction.
 
 The API key never leaves the Authorization header: it is kept out of `repr`, logs and
 error texts, and is scrubbed from anything a server echoes back.
+
+Token ids: with `token_ids=True` each request asks for log-probs with vLLM's
+`return_tokens_as_token_ids`, which writes every sampled token as `token_id:N`; the
+completion then carries the ids the server sampled (`Completion.token_ids`), which a
+trainer needs to score exactly those tokens. Servers that ignore the field answer with
+text tokens, and the completion has no ids. `post` reaches the server's other endpoints
+(vLLM's adapter loading, `/completions`) with the same retries.
 """
 
 from __future__ import annotations
 
+import copy
 import email.utils
 import logging
 import os
 import random
+import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Self
@@ -43,6 +52,8 @@ REDACTED = "[redacted]"
 KEYED_HOSTS = frozenset({"api.openai.com"})
 #: Longest server text quoted in an error message.
 SNIPPET_CHARS = 200
+#: How vLLM writes a token under `return_tokens_as_token_ids`.
+_TOKEN_ID = re.compile(r"token_id:(\d+)")
 
 
 class _Secret:
@@ -64,12 +75,17 @@ class _Secret:
 
 @dataclass(frozen=True)
 class _Attempt:
-    """The outcome of one HTTP attempt: a completion, or a reason plus whether to retry."""
+    """The outcome of one HTTP attempt: a completion or an accepted response, or a reason plus whether to retry."""
 
     completion: Completion | None = None
+    response: httpx.Response | None = None
     reason: str = ""
     retry: bool = False
     retry_after: float | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.completion is not None or self.response is not None
 
 
 class OpenAIBackend:
@@ -87,6 +103,8 @@ class OpenAIBackend:
         backoff: first retry delay in seconds, doubled each retry, with jitter (default 0.5).
         max_backoff: cap on any single delay, `Retry-After` included (default 30).
         logprobs: ask the server for per-token log-probs (default False).
+        token_ids: also ask for the sampled token ids (vLLM's `return_tokens_as_token_ids`;
+            implies logprobs; default False).
         max_tokens_field: JSON field carrying `max_new_tokens`; newer OpenAI models want
             `max_completion_tokens` (default `max_tokens`, which other servers expect).
         extra_body: extra JSON fields merged into every request (server-specific knobs).
@@ -105,6 +123,7 @@ class OpenAIBackend:
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         logprobs: bool = False,
+        token_ids: bool = False,
         max_tokens_field: str = "max_tokens",
         extra_body: Mapping[str, Any] | None = None,
         spec: str | None = None,
@@ -136,7 +155,8 @@ class OpenAIBackend:
         self.max_retries = max_retries
         self.backoff = backoff
         self.max_backoff = max_backoff
-        self.logprobs = logprobs
+        self.logprobs = logprobs or token_ids
+        self.token_ids = token_ids
         self.max_tokens_field = max_tokens_field
         self.extra_body = dict(extra_body or {})
         self._key = _Secret(key_value) if key_value else None
@@ -154,8 +174,17 @@ class OpenAIBackend:
         return f"OpenAIBackend(spec={self.spec!r}, base_url={self.base_url!r}, key={keyed})"
 
     def close(self) -> None:
-        """Close the pooled HTTP connections."""
+        """Close the pooled HTTP connections (shared with every `with_model` copy)."""
         self._client.close()
+
+    def with_model(self, model: str) -> OpenAIBackend:
+        """This backend asking for another model of the same server (e.g. a LoRA adapter by its
+        name), on the same connection pool and with the same settings."""
+        if not model:
+            raise ModelError("with_model needs a model name")
+        other = copy.copy(self)
+        other.model, other.spec = model, f"openai:{model}"
+        return other
 
     def __enter__(self) -> Self:
         return self
@@ -187,37 +216,61 @@ class OpenAIBackend:
             payload["seed"] = params.seed
         if self.logprobs:
             payload["logprobs"] = True
+        if self.token_ids:
+            payload["return_tokens_as_token_ids"] = True
         payload.update(self.extra_body)
         return payload
 
+    def post(self, path: str, payload: Mapping[str, Any], *, tolerate: Collection[int] = ()) -> httpx.Response:
+        """POST a JSON body to another endpoint of the server (`path` under the base URL), with the
+        same retries; the accepted response, or one whose status is in `tolerate`.
+
+        Raises `ModelError` (one line, key scrubbed) when the request still fails.
+        """
+        outcome = self._with_retries(lambda: self._send(path, dict(payload), tolerate))
+        if outcome.response is None:
+            raise ModelError(f"{self.base_url}{path}: {outcome.reason}")
+        return outcome.response
+
     def _complete(self, payload: dict[str, Any], params: SamplingParams) -> Completion:
+        outcome = self._with_retries(lambda: self._attempt(payload, params))
+        return outcome.completion if outcome.completion is not None else self._fail(outcome.reason)
+
+    def _with_retries(self, attempt_once: Callable[[], _Attempt]) -> _Attempt:
+        """The first attempt that succeeds, else a failed attempt whose reason says why (scrubbed)."""
         attempts = self.max_retries + 1
         reason = "no attempt made"
         for attempt in range(attempts):
-            last = self._attempt(payload, params)
-            if last.completion is not None:
-                return last.completion
+            last = attempt_once()
+            if last.succeeded:
+                return last
             # Scrub before the reason goes anywhere: servers sometimes echo the
             # Authorization header back in their error bodies.
             reason = self._redact(last.reason)
             if not last.retry:
-                return self._fail(reason)
+                return _Attempt(reason=reason)
             if attempt + 1 < attempts:
                 delay = self._delay(attempt, last.retry_after)
                 logger.info("%s: %s; retry %d/%d in %.2f s", self.spec, reason, attempt + 1, self.max_retries, delay)
                 time.sleep(delay)
         plural = "s" if attempts != 1 else ""
-        return self._fail(f"gave up after {attempts} attempt{plural}: {reason}")
+        return _Attempt(reason=f"gave up after {attempts} attempt{plural}: {reason}")
 
     def _attempt(self, payload: dict[str, Any], params: SamplingParams) -> _Attempt:
+        sent = self._send("/chat/completions", payload)
+        return self._parse(sent.response, params) if sent.response is not None else sent
+
+    def _send(self, path: str, payload: dict[str, Any], tolerate: Collection[int] = ()) -> _Attempt:
         try:
-            response = self._client.post("/chat/completions", json=payload)
+            response = self._client.post(path, json=payload)
         except httpx.TimeoutException:
             return _Attempt(reason=f"timed out after {self.timeout:g} s", retry=True)
         except httpx.TransportError as exc:
             return _Attempt(reason=f"connection error ({type(exc).__name__})", retry=True)
 
         status = response.status_code
+        if status in tolerate:
+            return _Attempt(response=response)
         if status == 429 or status >= 500:
             return _Attempt(
                 reason=f"HTTP {status}: {self._server_message(response)}",
@@ -228,7 +281,7 @@ class OpenAIBackend:
             return _Attempt(reason=f"HTTP {status}: {self._server_message(response)}")
         if not 200 <= status < 300:
             return _Attempt(reason=f"unexpected HTTP {status}")
-        return self._parse(response, params)
+        return _Attempt(response=response)
 
     def _parse(self, response: httpx.Response, params: SamplingParams) -> _Attempt:
         try:
@@ -250,7 +303,9 @@ class OpenAIBackend:
         cut = _first_stop(text, params.stop)
         if cut is not None:
             text, finish = text[:cut], "stop"
-        return _Attempt(completion=Completion(text=text, logprobs=_parse_logprobs(choice), finish_reason=str(finish)))
+        token_ids, logprobs = _parse_logprobs(choice, self.token_ids)
+        return _Attempt(completion=Completion(text=text, token_ids=token_ids, logprobs=logprobs,
+                                              finish_reason=str(finish)))
 
     def _server_message(self, response: httpx.Response) -> str:
         try:
@@ -287,15 +342,31 @@ def _first_stop(text: str, stops: Sequence[str]) -> int | None:
     return min(positions) if positions else None
 
 
-def _parse_logprobs(choice: Mapping[str, Any]) -> tuple[float, ...] | None:
+def parse_token_id(token: object) -> int | None:
+    """The id in vLLM's `token_id:N` form of a token (`return_tokens_as_token_ids`), else None."""
+    match = _TOKEN_ID.fullmatch(token) if isinstance(token, str) else None
+    return int(match.group(1)) if match else None
+
+
+def _parse_logprobs(
+    choice: Mapping[str, Any], with_ids: bool,
+) -> tuple[tuple[int, ...] | None, tuple[float, ...] | None]:
+    """(token ids, log-probs) of a chat choice's `logprobs.content`; each None where unreadable.
+
+    Ids are read only when they were asked for (`with_ids`): only then is `token_id:N` a
+    promise of the server rather than text the model happened to write.
+    """
     block = choice.get("logprobs")
     entries = block.get("content") if isinstance(block, dict) else None
-    if not isinstance(entries, list):
-        return None
-    values = [entry.get("logprob") for entry in entries if isinstance(entry, dict)]
-    if len(values) != len(entries) or not all(isinstance(value, (int, float)) for value in values):
-        return None
-    return tuple(float(value) for value in values)
+    if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
+        return None, None
+    values = [entry.get("logprob") for entry in entries]
+    numeric = all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in values)
+    logprobs = tuple(float(value) for value in values) if numeric else None
+    if not with_ids:
+        return None, logprobs
+    ids = [parse_token_id(entry.get("token")) for entry in entries]
+    return (tuple(ids) if all(token_id is not None for token_id in ids) else None), logprobs
 
 
 def _retry_after_seconds(header: str | None) -> float | None:

@@ -7,6 +7,7 @@ once, here, where it is declared.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -60,6 +61,16 @@ class TrainingBasics:
                                      "latest step (a reason and a label), shown in its action prompt; training "
                                      "methods train it with the action")
     assessment_max_new_tokens: int = option(48, "token budget of one self-assessment (self_guide)")
+    rollout_server: str = option("", "an OpenAI-compatible server with runtime LoRA loading (vLLM) that samples "
+                                     "every rollout and evaluation from the trained adapters: its base URL "
+                                     "(http://HOST:8000/v1), or vllm to start one on the base model; empty = the "
+                                     "in-process model")
+    rollout_server_tolerance: float = option(0.02, "largest mean gap between the server's and the trainer's "
+                                                   "log-probs of the probe tokens, |server − trainer| / (1 + "
+                                                   "|log p|), before a sync counts as failed and the run stops")
+    rollout_server_args: str = option("--gpu-memory-utilization 0.5", "more `vllm serve` arguments for rollout_server: "
+                                                                      "vllm (the default leaves the trainer half of "
+                                                                      "the GPU it shares with the server)")
 
     def __post_init__(self) -> None:
         Memory.parse(self.memory)
@@ -67,6 +78,15 @@ class TrainingBasics:
             raise ValueError("keep_checkpoints must be >= 0 (0 keeps every checkpoint)")
         if self.assessment_max_new_tokens < 1:
             raise ValueError("assessment_max_new_tokens must be >= 1")
+        server = self.rollout_server
+        if server and server != "vllm" and not server.startswith(("http://", "https://")):
+            raise ValueError(f"rollout_server must be a base URL such as http://HOST:8000/v1, or vllm; got {server!r}")
+        if server and self.full_finetune:
+            raise ValueError("rollout_server loads the trained LoRA adapters into the server; full_finetune: true "
+                             "trains no adapter")
+        if not self.rollout_server_tolerance > 0:
+            raise ValueError("rollout_server_tolerance must be > 0")
+        shlex.split(self.rollout_server_args)  # refuses unbalanced quotes now, not when the server starts
 
     def pre_action(self) -> PreActionWriter | None:
         """What the policy writes before each action: Self-Guide's self-assessment, or nothing."""

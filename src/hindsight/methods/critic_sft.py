@@ -86,7 +86,7 @@ def policy_attempts(
     env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
     seeds = env_factory().split_seeds(split, episodes)
     sampling = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
-    engine = RolloutEngine(env_factory, model.backend, config.rollout_config(sampling, split, seed=seed))
+    engine = RolloutEngine(env_factory, model.sampler, config.rollout_config(sampling, split, seed=seed))
     tasks = [Task(seed=s, sample=j) for s in seeds for j in range(config.samples_per_task)]
     attempts = []
     with TrainingProgress(len(tasks), f"{split} attempts") as progress:
@@ -104,7 +104,7 @@ def critique_evaluator(
     def evaluate(split: str, episodes: int, name: str, prefix: str) -> tuple[dict[str, float], dict[str, Any]]:
         model.activate("policy")
         held_out = policy_attempts(config, model, split, episodes, config.seed + 1)
-        critic = ModelCritic(model.backend, critic_prompt, name="adapter")
+        critic = ModelCritic(model.sampler, critic_prompt, name="adapter")
         with model.role("critic"):
             sampling = SamplingParams(temperature=0.0, max_new_tokens=config.critic_max_new_tokens)
             written = [group[0] for group in critic.critique(held_out, 1, sampling)]

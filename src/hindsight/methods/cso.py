@@ -155,7 +155,7 @@ def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Pa
         files = RoundFiles(run.path, r)
         run.phase("failures")
         seeds = config.round_tasks(r)
-        rollouts = files.cached("rollouts", lambda: config.round_engine(model.backend, config.temperature, r, 1).run(
+        rollouts = files.cached("rollouts", lambda: config.round_engine(model.sampler, config.temperature, r, 1).run(
                                     [Task(seed=s) for s in seeds]),
                                 trajectory_to_record, trajectory_from_record)
         failures = [t for t in rollouts if not t.success]
@@ -175,7 +175,7 @@ def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Pa
         rollouts_per_pick = config.mc_rollouts if config.method == "ipr" else config.verify_rollouts
 
         run.phase("verify")
-        policy = config.round_engine(model.backend, config.temperature, r, 3)
+        policy = config.round_engine(model.sampler, config.temperature, r, 3)
         branches = files.cached("branches", lambda: verify(policy, failures, picks, rollouts_per_pick),
                                 _branch_to, _branch_from)
         run.env_steps += sum(t.num_steps for b in branches for t in b.continuations)

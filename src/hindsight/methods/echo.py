@@ -398,7 +398,7 @@ def echo_evaluator(config: ECHOConfig, critic: Critic, model: TrainableModel, ru
 def policy_engine(config: ECHOConfig, env_factory: Any, model: TrainableModel, seed: int) -> RolloutEngine:
     """The pooled engine that samples training episodes from the policy."""
     sampling = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
-    return RolloutEngine(env_factory, model.backend, config.rollout_config(sampling, "train", seed=seed))
+    return RolloutEngine(env_factory, model.sampler, config.rollout_config(sampling, "train", seed=seed))
 
 
 def evaluate_with_critic(
@@ -415,7 +415,7 @@ def evaluate_with_critic(
     attempts = list(read_trajectories(run.trajectories_dir / f"{name}.jsonl"))
     critiques = critic.critique(attempts, 1, config.critic_sampling(config.eval_temperature, config.seed))
     rollout = replace(settings.rollout, seed=config.seed, split=attempts[0].split if attempts else "validation")
-    engine = RolloutEngine(lambda: make(settings.env, **settings.env_kwargs), model.backend, rollout)
+    engine = RolloutEngine(lambda: make(settings.env, **settings.env_kwargs), model.sampler, rollout)
     refinements = refine(engine, attempts, critiques, [attempt.id for attempt in attempts])
     scores = EchoScores.compute(config, attempts, refinements)
     (run.trajectories_dir / f"{name}-refined.jsonl").unlink(missing_ok=True)

@@ -74,7 +74,7 @@ def train_eto(config: ETOConfig, out: str | Path, *, resume: bool = False) -> Pa
         files = RoundFiles(run.path, r)
         run.phase("failures")
         seeds = config.round_tasks(r)
-        policy = config.round_engine(model.backend, config.temperature, r, 1)
+        policy = config.round_engine(model.sampler, config.temperature, r, 1)
         rollouts = files.cached("rollouts", lambda: policy.run([Task(seed=s) for s in seeds]),
                                 trajectory_to_record, trajectory_from_record)
         failures = [t for t in rollouts if not t.success]

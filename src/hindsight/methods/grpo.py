@@ -117,7 +117,7 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
             SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens), "train",
             seed=config.seed * 1_000_003 + step * 1_000 + 100 * workers.rank,  # own noise per process
         )
-        engine = RolloutEngine(env_factory, model.backend, rollout_config)
+        engine = RolloutEngine(env_factory, model.sampler, rollout_config)
         trajectories = engine.run(group_tasks(seeds, config.group_size))
         weight = config.guidance_weight(step)
         shaped = lambda t: shaped_return(config.trajectory_return(t), assessment_labels(t), weight)  # noqa: E731

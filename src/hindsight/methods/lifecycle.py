@@ -17,6 +17,11 @@ An evaluation cut short keeps its finished tasks: the resumed run evaluates only
 (`evaluate_trainable`), since the weights it evaluates are the same. Evaluations of steps
 after the checkpoint, and a final evaluation when steps were trained again, are removed.
 
+With `rollout_server`, `begin` puts the server behind `model.sampler` (`ServedPolicy`), so
+every rollout and evaluation of every method samples there, and each step tells it that
+the weights changed: each role's adapter is synced and checked before it next generates.
+A row carries the `sync/…` metrics of the syncs made during its step.
+
 Under data parallelism every process runs the lifecycle; only the first one writes,
 evaluates and saves.
 """
@@ -25,13 +30,14 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
 
 from hindsight.agent.evaluate import EvalSummary, evaluate_policy, keep_finished_tasks, summarize
-from hindsight.configs import from_mapping
+from hindsight.configs import ConfigError, from_mapping
 from hindsight.logs import RunDir, read_trajectories
 from hindsight.methods.basics import EvalSettings, Schedule, TrainingBasics
 from hindsight.methods.metrics import MetricsLog, eval_metrics
@@ -39,6 +45,7 @@ from hindsight.methods.progress import TrainingProgress
 from hindsight.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint, seed_everything
 from hindsight.train.distributed import Workers
 from hindsight.train.model import TrainableModel
+from hindsight.train.served import ServedPolicy
 from hindsight.types import Trajectory
 
 C = TypeVar("C", bound=TrainingBasics)
@@ -60,7 +67,10 @@ class TrainingRun(Generic[C]):
         self.dir = RunDir(out)
         if resume:
             config = from_mapping(config_cls, {k: v for k, v in self.dir.read_config().items() if k != "kind"})
-        elif self.main:
+        if config.rollout_server and self.workers.world > 1:
+            raise ConfigError("rollout_server takes one trainer process; the server batches the rollouts of all "
+                              "tasks itself")
+        if not resume and self.main:
             self.dir.write_config({"kind": kind, **asdict(config)})
         self.config: C = config
         self.resuming = resume
@@ -75,6 +85,7 @@ class TrainingRun(Generic[C]):
         self._metrics: MetricsLog | None = None
         self._logs: dict[str, Any] = {}
         self._progress: TrainingProgress | None = None
+        self._served: ServedPolicy | None = None
         self._total = 0
 
     @property
@@ -103,6 +114,13 @@ class TrainingRun(Generic[C]):
                     drop_records_after(self.dir.trajectories_dir / f"{name}.jsonl", state["step"], "update")
                 drop_evaluations_after(self.dir.trajectories_dir, max(state["step"], 0))
             self.start, self.env_steps = max(state["step"], 0), state.get("env_steps", 0)
+        if self.config.rollout_server:
+            self._served = ServedPolicy.open(self.config.rollout_server, model, self.path,
+                                             tolerance=self.config.rollout_server_tolerance,
+                                             concurrency=self.config.concurrency,
+                                             serve_args=shlex.split(self.config.rollout_server_args))
+            self._served.updated(self.start)
+            model.sampler = self._served.sampler
         self._metrics = MetricsLog(self.dir, self.config, enabled=self.main)
         if self.main:
             self._logs = {name: self.dir.trajectory_writer(name, env=self.config.env, split="train") for name in logs}
@@ -125,6 +143,7 @@ class TrainingRun(Generic[C]):
                 row.update(self._evaluate("validation", self._schedule.eval_episodes, "eval-validation-000000",
                                           "eval")[0])
                 row.update(with_first_eval or {})
+                row.update(self._sync_metrics())
             if row:
                 self.log(0, row)
         with TrainingProgress(total, description, completed=self.start, enabled=self.main) as progress:
@@ -148,11 +167,17 @@ class TrainingRun(Generic[C]):
         self._metrics.log(step, row)
 
     def end_step(self, step: int, row: dict[str, Any], info: str = "") -> None:
-        """Evaluate at the schedule's cadence (into `row`), log the row, save at the checkpoint cadence."""
+        """Evaluate at the schedule's cadence (into `row`), log the row, save at the checkpoint cadence.
+
+        The step has changed the weights: a rollout server syncs them before its next generation.
+        """
         schedule = self._schedule
+        if self._served is not None:
+            self._served.updated(step)
         if self.main and schedule.eval_every and step % schedule.eval_every == 0:
             self.phase("eval")
             row.update(self._evaluate("validation", schedule.eval_episodes, f"eval-validation-{step:06d}", "eval")[0])
+        row.update(self._sync_metrics())
         self.log(step, row)
         if self.main and (step % schedule.checkpoint_every == 0 or step == self._total):
             save_checkpoint(self.path, step, self._model, self._optimizers, self._schedulers,
@@ -175,11 +200,16 @@ class TrainingRun(Generic[C]):
             if split:
                 row, result = self._evaluate(split, self._schedule.final_episodes, f"eval-{split}-final",
                                              f"final_{split}")
-                self.log(self._total or self.start, {**row, **(final_row or {})})
+                self.log(self._total or self.start, {**row, **(final_row or {}), **self._sync_metrics()})
                 summary.update(result)
             self.dir.write_summary(summary)
         self._metrics.close()
+        if self._served is not None:
+            self._served.close()
         return self.path
+
+    def _sync_metrics(self) -> dict[str, float]:
+        return self._served.take_metrics() if self._served is not None else {}
 
     def _require_begun(self) -> None:
         if self._metrics is None:
@@ -212,7 +242,7 @@ def evaluate_trainable(
     finished = {t.seed for t in keep_finished_tasks(path)} if path.exists() else set()
     started = time.perf_counter()
     with run.trajectory_writer(name, env=settings.env, split=split) as writer:
-        evaluate_policy(model.backend, lambda: make(settings.env, **settings.env_kwargs),
+        evaluate_policy(model.sampler, lambda: make(settings.env, **settings.env_kwargs),
                         [s for s in seeds if s not in finished], rollout, writer=writer)
     return summarize(read_trajectories(path), time.perf_counter() - started)
 

@@ -5,16 +5,18 @@ named LoRA adapter; the frozen reference for the KL term is the base model with
 adapters switched off, so no second copy is ever held in memory. Full fine-tuning is
 available for a single role (then the reference is a frozen copy made on demand).
 
-Generation goes through the same `HFBackend`, so rollouts always sample from the
-weights being trained.
+Generation goes through `sampler`: the same `HFBackend` by default, so rollouts sample
+from the weights being trained; a run with a rollout server puts the server there and
+keeps it in step with these weights (`hindsight.train.served`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import torch
 
@@ -24,6 +26,7 @@ from hindsight.train.sequences import TrainingSequence
 
 if TYPE_CHECKING:
     from hindsight.llm.adapters import AdapterWeights
+    from hindsight.llm.base import ModelBackend
 
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -133,6 +136,9 @@ class TrainableModel:
         if lora is None and len(roles) > 1:
             raise ValueError("several roles need LoRA adapters (full fine-tuning trains one model)")
         self.backend = backend
+        #: What rollouts and evaluations generate with: the active role of this model, or a
+        #: server that serves its adapters (set by the run; see `hindsight.train.served`).
+        self.sampler: ModelBackend = backend
         self.roles = tuple(roles)
         self.lora = lora
         self._frozen_reference: torch.nn.Module | None = None
@@ -279,6 +285,31 @@ class TrainableModel:
 
             self._frozen_reference = copy.deepcopy(self.model).eval().requires_grad_(False)
         return token_logprobs(self._frozen_reference, batch)
+
+    def save_peft(self, role: str, folder: str | Path, manifest: Mapping[str, Any]) -> Path:
+        """Write `role`'s adapter as a PEFT adapter folder (float32 matrices, `manifest` as
+        hindsight.json) that any PEFT reader, e.g. an inference server, can load."""
+        if self.lora is None:
+            raise ValueError("a PEFT adapter needs LoRA; with full fine-tuning there is none")
+        if role not in self.roles:
+            raise ValueError(f"unknown role {role!r}; this model has {self.roles}")
+        from hindsight.llm.adapters import peft_name, write_peft_adapter
+
+        tensors = {key: p.detach().to(torch.float32).cpu().contiguous() for name, p in self.model.named_parameters()
+                   if (key := peft_name(name, role)) is not None}
+        config = copy.deepcopy(self._lora_config)
+        config.inference_mode = True
+        return write_peft_adapter(Path(folder), tensors, config, manifest)
+
+    @torch.no_grad()
+    def sequence_logprobs(self, role: str, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
+        """log p(token t | the tokens before it), t = 1 … n − 1, of each token sequence under `role`."""
+        device = next(self.model.parameters()).device
+        batch = collate([TrainingSequence(tuple(ids), (1,) * len(ids), "probe", ()) for ids in sequences],
+                        self.pad_id, device)
+        with self.role(role):
+            values = token_logprobs(self.model, batch)
+        return [values[row, : len(ids) - 1].tolist() for row, ids in enumerate(sequences)]
 
     def save(self, folder: str | Path) -> None:
         """Write the trainable weights (adapters only with LoRA) to `folder`."""
