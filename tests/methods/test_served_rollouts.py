@@ -10,8 +10,10 @@ from hindsight.llm import ModelError, load_model
 from hindsight.llm import vllm as vllm_module
 from hindsight.llm.openai import OpenAIBackend, parse_token_id
 from hindsight.methods.grpo import GRPOConfig, train_grpo
+from hindsight.methods.model_setup import load_trainable
+from hindsight.roles import RoleBackend
 from hindsight.train.served import (
-    LogprobGap, ServedRolloutError, SyncReport, compare_logprobs, run_tag, sync_metrics,
+    LogprobGap, ServedPolicy, ServedRolloutError, SyncReport, compare_logprobs, run_tag, sync_metrics,
 )
 from hindsight.types import GenerationRequest, SamplingParams, conversation
 from .fake_vllm import fake_vllm
@@ -85,6 +87,30 @@ def test_a_server_without_token_ids_stops_the_run(tiny_lora_model_dir, tmp_path)
         with pytest.raises(ServedRolloutError, match="without the sampled token ids") as info:
             train_grpo(served_config(tiny_lora_model_dir, url, updates=1), tmp_path / "grpo")
     assert "\n" not in str(info.value)
+
+
+def test_each_role_samples_from_its_own_adapter(tiny_lora_model_dir, tmp_path):
+    model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy", "critic"), RANK, ALPHA, False)
+    for seed, role in enumerate(("policy", "critic")):
+        model.load_adapter(save_peft_adapter(tiny_lora_model_dir, tmp_path / role, seed=seed), role)
+    request = [GenerationRequest(conversation(("user", "Go right.")))]
+    params = SamplingParams(temperature=0, max_new_tokens=3)
+    with fake_vllm(tiny_lora_model_dir) as (url, server):
+        served = ServedPolicy.open(url, model, tmp_path / "run", tolerance=TOLERANCE, concurrency=2)
+        served.updated(0)
+        model.sampler = served.sampler
+        answers = {"policy": model.sampler.generate(request, params)[0],
+                   "critic": RoleBackend(model, "critic").generate(request, params)[0]}
+        served.close()
+    tag = run_tag(tmp_path / "run")
+    assert server.loads == [f"{tag}-policy-step-000000", f"{tag}-critic-step-000000"] == server.unloads
+    prompt = model.backend.encode_chat(request[0].messages)
+    for role, other in (("policy", "critic"), ("critic", "policy")):
+        answer = answers[role]
+        ids = [prompt + list(answer.token_ids)]
+        # The sampled tokens' log-probs are the trainer's under that role, and not under the other.
+        assert model.sequence_logprobs(role, ids)[0][len(prompt) - 1:] == pytest.approx(answer.logprobs, abs=1e-4)
+        assert model.sequence_logprobs(other, ids)[0][len(prompt) - 1:] != pytest.approx(answer.logprobs, abs=1e-4)
 
 
 def test_the_openai_backend_reads_token_ids_only_when_it_asked_for_them(tiny_lora_model_dir, tmp_path):

@@ -303,12 +303,18 @@ class TrainableModel:
 
     @torch.no_grad()
     def sequence_logprobs(self, role: str, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
-        """log p(token t | the tokens before it), t = 1 … n − 1, of each token sequence under `role`."""
+        """log p(token t | the tokens before it), t = 1 … n − 1, of each token sequence under `role`,
+        as generation sees them (eval mode: no dropout)."""
         device = next(self.model.parameters()).device
         batch = collate([TrainingSequence(tuple(ids), (1,) * len(ids), "probe", ()) for ids in sequences],
                         self.pad_id, device)
-        with self.role(role):
-            values = token_logprobs(self.model, batch)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with self.role(role):
+                values = token_logprobs(self.model, batch)
+        finally:
+            self.model.train(was_training)
         return [values[row, : len(ids) - 1].tolist() for row, ids in enumerate(sequences)]
 
     def save(self, folder: str | Path) -> None:
