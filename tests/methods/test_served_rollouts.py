@@ -59,6 +59,7 @@ def test_grpo_samples_from_the_server_and_checks_every_sync(tiny_lora_model_dir,
     for row in synced:
         assert row["sync/adapters"] == 1 and row["sync/seconds"] > 0
         assert row["sync/relative_gap"] <= TOLERANCE and row["sync/max_logprob_gap"] < 1e-3
+        assert row["sync/confirmed"] == 1.0  # each update moved the probes by more than the tolerance
     assert "final_test/success_rate" in rows[-1]
 
     eos = load_model(f"hf:{tiny_lora_model_dir}").eos_ids
@@ -80,6 +81,16 @@ def test_a_server_that_keeps_the_old_weights_stops_the_run(tiny_lora_model_dir, 
     assert "does not serve the trained weights" in message and f"tolerance {TOLERANCE:g}" in message
     rows = read_metrics(tmp_path / "grpo")
     assert [row["step"] for row in rows if "policy/loss" in row] == [1]  # it stopped before sampling update 2
+
+
+def test_an_update_smaller_than_the_tolerance_is_not_counted_as_confirmed(tiny_lora_model_dir, random_start,
+                                                                          tmp_path):
+    # With a loose tolerance one update cannot be told from rounding: the first sync is checked
+    # whole, the next ones wait until the change since it exceeds the tolerance.
+    with fake_vllm(tiny_lora_model_dir) as (url, _):
+        run = train_grpo(served_config(tiny_lora_model_dir, url, init_from=random_start,
+                                       rollout_server_tolerance=0.5), tmp_path / "grpo")
+    assert [row["sync/confirmed"] for row in read_metrics(run) if "sync/adapters" in row] == [1.0, 0.0, 0.0]
 
 
 def test_a_server_without_token_ids_stops_the_run(tiny_lora_model_dir, tmp_path):
@@ -145,7 +156,7 @@ def test_sync_metrics_sum_the_cost_and_keep_the_worst_gap():
     reports = [SyncReport("policy", "a", 0.5, LogprobGap(1e-3, 0.2, 10)),
                SyncReport("critic", "b", 0.25, LogprobGap(2e-3, 0.1, 10))]
     assert sync_metrics(reports) == {"sync/adapters": 2.0, "sync/seconds": 0.75, "sync/max_logprob_gap": 0.2,
-                                     "sync/relative_gap": 2e-3}
+                                     "sync/relative_gap": 2e-3, "sync/confirmed": 0.0}
     assert sync_metrics([]) == {}
 
 

@@ -311,7 +311,7 @@ class TrainableModel:
         was_training = self.model.training
         self.model.eval()
         try:
-            with self.role(role):
+            with self.role(role), torch.no_grad():
                 values = token_logprobs(self.model, batch)
         finally:
             self.model.train(was_training)

@@ -23,6 +23,13 @@ that grows with their size in low precision (a bf16 logit is exact to about 0.4 
 unlikely token's log-prob is a large difference of logits). The check takes the mean over
 every probe token, which a server that serves other weights shifts as a whole, while a
 few tokens of a correct server may stray further in bf16; it reports the largest as well.
+
+An update too small to move the probes by more than the tolerance cannot be told from
+rounding, so a server that kept the previous weights would pass that sync. Each sync
+therefore also measures how far the trainer's probe log-probs moved since the role's last
+*confirmed* sync (one whose change exceeded the tolerance): `sync/confirmed` is 1 when it
+did. Until then the change accumulates, so a server that never takes the new weights fails
+the check at the latest once the weights have moved by more than the tolerance in all.
 """
 
 from __future__ import annotations
@@ -108,6 +115,10 @@ class SyncReport:
     adapter: str
     seconds: float
     gap: LogprobGap
+    #: The trainer's own change on the probes since the role's last confirmed sync, and
+    #: whether it exceeded the tolerance (so that stale weights would have failed the check).
+    change: LogprobGap | None = None
+    confirmed: bool = False
 
 
 def sync_metrics(reports: Sequence[SyncReport]) -> dict[str, float]:
@@ -119,6 +130,7 @@ def sync_metrics(reports: Sequence[SyncReport]) -> dict[str, float]:
         "sync/seconds": sum(report.seconds for report in reports),
         "sync/max_logprob_gap": max(report.gap.max_abs for report in reports),
         "sync/relative_gap": max(report.gap.mean_relative for report in reports),
+        "sync/confirmed": float(all(report.confirmed for report in reports)),
     }
 
 
@@ -147,6 +159,7 @@ class ServedPolicy:
         self._probes = probe_sequences(model.backend)
         self._serving: dict[str, ServedAdapter] = {}  # role -> what the server serves it as
         self._stale: set[str] = set(model.roles)
+        self._confirmed: dict[str, list[list[float]]] = {}  # role -> trainer's probe log-probs at its last confirmed sync
         self._step = 0
         self._reports: list[SyncReport] = []
 
@@ -206,7 +219,8 @@ class ServedPolicy:
         unload_adapter(self.client, name, missing_ok=True)
         load_adapter(self.client, name, folder)
         served = [prompt_token_logprobs(self.client, name, ids) for ids in self._probes]
-        gap = compare_logprobs(served, self.model.sequence_logprobs(role, self._probes))
+        trained = [list(row) for row in self.model.sequence_logprobs(role, self._probes)]
+        gap = compare_logprobs(served, trained)
         if gap.mean_relative > self.tolerance:
             raise ServedRolloutError(
                 f"the rollout server {self.client.base_url} does not serve the trained weights: under adapter {name} "
@@ -214,6 +228,13 @@ class ServedPolicy:
                 f"trainer| / (1 + |log p|); tolerance {self.tolerance:g}; largest gap {gap.max_abs:.3g} nats): it "
                 "kept older weights, or serves another base model or tokenizer"
             )
+        last = self._confirmed.get(role)
+        change = compare_logprobs(trained, last) if last is not None else None
+        # The first sync compares the server's base model plus adapter with the trainer's, so a
+        # wrong base, tokenizer or adapter format shows there; later ones need a visible change.
+        confirmed = change is None or change.mean_relative > self.tolerance
+        if confirmed:
+            self._confirmed[role] = trained
         previous = self._serving.get(role)
         self._serving[role] = ServedAdapter(name, folder)
         self._stale.discard(role)
@@ -224,7 +245,7 @@ class ServedPolicy:
             shutil.rmtree(previous.folder, ignore_errors=True)
             if not any(previous.folder.parent.iterdir()):
                 previous.folder.parent.rmdir()
-        self._reports.append(SyncReport(role, name, time.perf_counter() - started, gap))
+        self._reports.append(SyncReport(role, name, time.perf_counter() - started, gap, change, confirmed))
         logger.info("rollout server serves %s (gap %.2g, %.1f s)", name, gap.mean_relative,
                     time.perf_counter() - started)
 
