@@ -92,3 +92,14 @@ def tiny_lora_model_dir(tmp_path_factory, bundled_tokenizer) -> Path:
     targets: with the default initialisation the tied output layer keeps every logit near
     zero, whatever the adapters do."""
     return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama-lora"), bundled_tokenizer, initializer_range=0.3)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster of 2 CPUs for one test module (env actors and model replicas join it)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()

@@ -8,6 +8,7 @@ import pytest
 from hindsight.cli.train import METHODS
 from hindsight.configs import load_config
 from hindsight.envs import make
+from hindsight.envs.actors import parse_ray_env
 
 RECIPES = sorted((Path(__file__).parents[2] / "recipes").glob("*.yaml"))
 
@@ -31,4 +32,5 @@ def test_recipe_loads_into_its_methods_config(recipe):
                  if key in config_cls.__dataclass_fields__]
     overrides += [f"{key}=runs/placeholder" for key in sorted(named - {"init_from", "critic_init_from", "policy_from"})]
     config = load_config(config_cls, recipe, overrides)
-    make(config.env, **config.env_kwargs)  # the env knobs are valid too
+    # The env knobs are valid too (checked in-process: a ray: recipe's environment is the same one).
+    make(parse_ray_env(config.env) or config.env, **config.env_kwargs)

@@ -21,11 +21,17 @@ connection) does not end the run. The episode moves to a fresh environment that 
 its recorded actions, checked against the state keys like any replay, and the failed call
 is made again there; the trajectory records the restarts (`meta.env_restarts`). After
 `ENV_RESTARTS` failed restarts the episode ends where it is, marked `meta.env_failure`.
+
+An environment whose calls wait on another process (`parallel_calls`, e.g. one in a Ray
+actor) has the resets and steps of one turn made from threads, one per episode, so they
+run at once in their processes. Each episode still sees its own calls in order, and the
+pool's results are taken in pool order, so the run is the same as with calls in turn.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
@@ -37,7 +43,11 @@ from hindsight.types import Assessment, Completion, Conversation, GenerationRequ
 
 
 class RolloutEnv(Protocol):
-    """The part of the environment contract the engine relies on."""
+    """The part of the environment contract the engine relies on.
+
+    An environment may also set `parallel_calls = True` when its calls wait on another
+    process (see the module docstring).
+    """
 
     id: str
     max_steps: int
@@ -294,6 +304,7 @@ class RolloutEngine:
         self.config = config
         self.prompts = config.prompt_builder()
         self._generate_calls = 0
+        self._threads: ThreadPoolExecutor | None = None  # while a run's environments take parallel calls
 
     def _sampling(self, max_new_tokens: int | None = None) -> SamplingParams:
         """The sampling of the next generate call: its own seed, and its own budget if given."""
@@ -410,18 +421,42 @@ class RolloutEngine:
         finished = sorted(self._run_indexed(tasks), key=lambda item: item[0])
         return [trajectory for _, trajectory in finished]
 
+    def _each(self, call: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        """`call` on every item, results in order: from threads while the environments take parallel calls."""
+        if self._threads is None or len(items) < 2:
+            return [call(item) for item in items]
+        return list(self._threads.map(call, items))
+
+    def _start_all(self, tasks: Sequence[Task]) -> list[_Episode]:
+        """New episodes for `tasks`; the first one tells whether the environments take parallel calls."""
+        episodes = []
+        if self._threads is None and tasks:
+            episodes.append(self._start(tasks[0]))
+            if getattr(episodes[0].env, "parallel_calls", False):
+                self._threads = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="rollout-env")
+            tasks = tasks[1:]
+        return episodes + self._each(self._start, tasks)
+
     def _run_indexed(self, tasks: Iterable[Task]) -> Iterator[tuple[int, Trajectory]]:
         """(task position, trajectory) as episodes finish."""
+        try:
+            yield from self._pooled(tasks)
+        finally:
+            if self._threads is not None:
+                self._threads.shutdown()
+                self._threads = None
+
+    def _pooled(self, tasks: Iterable[Task]) -> Iterator[tuple[int, Trajectory]]:
         queue = deque(enumerate(tasks))
         pool: list[tuple[int, _Episode]] = []
         while queue or pool:
             while queue and len(pool) < self.config.concurrency:
-                position, task = queue.popleft()
-                episode = self._start(task)
-                if episode.done:
-                    yield position, _finish(episode, self.config)
-                else:
-                    pool.append((position, episode))
+                starting = [queue.popleft() for _ in range(min(len(queue), self.config.concurrency - len(pool)))]
+                for (position, _), episode in zip(starting, self._start_all([task for _, task in starting])):
+                    if episode.done:
+                        yield position, _finish(episode, self.config)
+                    else:
+                        pool.append((position, episode))
             if not pool:
                 continue
             if self.config.pre_action is not None:
@@ -432,8 +467,8 @@ class RolloutEngine:
             else:
                 completions = self._generate([self.request(episode) for episode in episodes], self._sampling())
             still_running = []
-            for (position, episode), completion in zip(pool, completions):
-                self._apply(episode, completion)
+            self._each(lambda pair: self._apply(*pair), list(zip(episodes, completions)))
+            for position, episode in pool:
                 if episode.done:
                     yield position, _finish(episode, self.config)
                 else:

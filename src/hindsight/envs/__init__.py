@@ -110,9 +110,18 @@ def make(env_id: str, **kwargs: Any) -> TextEnv:
     An environment served by `hindsight serve-env` is reached by its URL,
     `make("http://HOST:PORT/ID", ...)`, or by `server="http://HOST:PORT"` (what a served
     environment's `config` records); it is a `hindsight.envs.remote.RemoteEnv`.
+    `make("ray:ID", ...)` runs the environment in a Ray actor (`hindsight.envs.actors.RayEnv`).
     """
+    from hindsight.envs.actors import parse_ray_env
     from hindsight.envs.remote import RemoteEnv, parse_env_url
 
+    ray_id = parse_ray_env(env_id)
+    if ray_id is not None:
+        from hindsight.envs.actors import RayEnv
+
+        if "server" in kwargs or parse_env_url(ray_id) is not None:
+            raise EnvError(f"{env_id}: an environment runs either in Ray actors or on a server, not both")
+        return RayEnv(ray_id, **kwargs)  # type: ignore[return-value]
     url = parse_env_url(env_id)
     server = kwargs.pop("server", None)
     if url is not None:

@@ -57,9 +57,11 @@ def parse_env_url(text: str) -> tuple[str, str] | None:
 
 
 def env_label(env: str) -> str:
-    """The environment id in a name made for files: the id of a URL, else the text itself."""
+    """The environment id in a name made for files: the id of a URL or of `ray:ID`, else the text itself."""
+    from hindsight.envs.actors import parse_ray_env
+
     url = parse_env_url(env)
-    return url[1] if url else env
+    return url[1] if url else parse_ray_env(env) or env
 
 
 def _timeout() -> float:

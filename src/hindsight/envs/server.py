@@ -246,6 +246,13 @@ class EnvPool:
                 self._idle.append((session.key, session.env))
 
 
+def describe(env: TextEnv) -> dict[str, Any]:
+    """What a client of an environment in another process needs to know before any episode."""
+    return {"id": env.id, "description": env.description, "instruction": env.instruction,
+            "criteria": env.criteria, "max_steps": env.max_steps, "config": dict(env.config),
+            "oracle_replans": bool(getattr(env, "oracle_replans", True))}
+
+
 def create_app(pool: EnvPool):
     """The FastAPI application serving `pool`'s environment."""
     from fastapi import Body, FastAPI, Request
@@ -290,12 +297,6 @@ def create_app(pool: EnvPool):
     @app.post("/{env_id}/spec")
     def spec(env_id: str, body: dict[str, Any] = Body(default={})) -> dict[str, Any]:
         served(env_id)
-
-        def describe(env: TextEnv) -> dict[str, Any]:
-            return {"id": env.id, "description": env.description, "instruction": env.instruction,
-                    "criteria": env.criteria, "max_steps": env.max_steps, "config": dict(env.config),
-                    "oracle_replans": bool(getattr(env, "oracle_replans", True))}
-
         return pool.on_probe(kwargs_of(body), "spec", describe)
 
     @app.post("/{env_id}/split_seeds")

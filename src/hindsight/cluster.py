@@ -1,0 +1,72 @@
+"""Ray: how Hindsight runs environments and model replicas in other processes.
+
+Environments (`make("ray:ID")`, `hindsight.envs.actors`) and model replicas (`ray:SPEC`,
+`model_workers`, `hindsight.llm.replicas`) live in Ray actors. Both join the Ray cluster
+this process is connected to, or start a local one the first time they need it: `ray.init()`
+reads `RAY_ADDRESS`, so `RAY_ADDRESS=auto` (or `ray://HOST:10001`) joins a running cluster.
+Ray is an optional dependency (`pip install -e .[ray]`); nothing imports it until then.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+INSTALL_RAY_HINT = "pip install -e .[ray]"
+#: Calls that may fail while Ray learns that an actor was lost, before one waits for its restart.
+_RESTART_PINGS = 5
+
+
+def require_ray(what: str, error: type[Exception]) -> Any:
+    """The ray module; `error` (one line naming `what` and the install command) when it is missing."""
+    if importlib.util.find_spec("ray") is None:
+        raise error(f"{what} runs in Ray actors and Ray is not installed; install it with `{INSTALL_RAY_HINT}`")
+    import ray
+
+    return ray
+
+
+def connect(what: str, error: type[Exception]) -> Any:
+    """The ray module, connected to a cluster: the one of `RAY_ADDRESS`, else a local one started here.
+
+    A connection made by the caller (`ray.init(...)` with its own resources) is kept as it is.
+    Workers' output stays in their log files (`/tmp/ray/session_latest/logs`), so that it does
+    not break into a command's progress display; their errors reach the caller as exceptions.
+    """
+    ray = require_ray(what, error)
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, log_to_driver=False)
+    return ray
+
+
+def cluster_resource(name: str) -> float:
+    """How much of a resource (CPU, GPU) the connected cluster has in all."""
+    import ray
+
+    return float(ray.cluster_resources().get(name, 0.0))
+
+
+def remote_cause(exc: BaseException) -> BaseException:
+    """The exception an actor raised, without Ray's wrapper (whose text carries the remote traceback)."""
+    import ray
+
+    if isinstance(exc, ray.exceptions.RayTaskError) and exc.cause is not None:
+        return exc.cause
+    return exc
+
+
+def await_restart(handle: Any) -> None:
+    """Wait until Ray has started a lost actor (one with a `pid` method) again.
+
+    A call to a restarting actor waits for the restart, but one sent while Ray is still
+    learning of the loss fails as well, hence a few tries. An actor that cannot come back
+    is left to fail the caller's next call.
+    """
+    import ray
+
+    for _ in range(_RESTART_PINGS):
+        try:
+            ray.get(handle.pid.remote())
+            return
+        except ray.exceptions.RayActorError:
+            continue
