@@ -33,6 +33,8 @@ SPEC_FORMS: tuple[tuple[str, str], ...] = (
     ("scripted:FILE", "replays responses from a .json, .jsonl or ---separated text file"),
     ("BASE+ADAPTER", "smollm2 or hf:PATH with a LoRA adapter merged in: a bundled adapter name, a PEFT adapter "
                      "folder, or a Hindsight run directory or checkpoint (BASE+A+B merges A, then B)"),
+    ("ray:SPEC", "replicas of a local model spec (smollm2, hf:PATH, with +ADAPTER) in Ray actors; every batch is "
+                 "split over them"),
 )
 
 _ACCEPTED = ", ".join(form for form, _ in SPEC_FORMS)
@@ -44,6 +46,7 @@ _LAZY = {
     "convert_gguf": "hindsight.llm.hf",
     "model_cache_dir": "hindsight.llm.hf",
     "OpenAIBackend": "hindsight.llm.openai",
+    "ReplicaBackend": "hindsight.llm.replicas",
     "VLLMBackend": "hindsight.llm.vllm",
     "OracleBackend": "hindsight.llm.scripted",
     "RandomBackend": "hindsight.llm.scripted",
@@ -61,6 +64,7 @@ __all__ = [
     "OpenAIBackend",
     "OracleBackend",
     "RandomBackend",
+    "ReplicaBackend",
     "ScriptedBackend",
     "VLLMBackend",
     "bundled_gguf_path",
@@ -87,9 +91,10 @@ ADAPTER_BASES = ("smollm2", "hf")
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A parsed spec string: `provider` is one of smollm2, hf, openai, vllm, oracle, random, scripted.
+    """A parsed spec string: `provider` is one of smollm2, hf, openai, vllm, oracle, random, scripted, ray.
 
     `adapter` holds the LoRA adapters after the base, as written, joined by `+` (empty: none).
+    A `ray` spec's `name` is the spec of the model its replicas load, adapters included.
     """
 
     provider: str
@@ -114,6 +119,12 @@ class ModelSpec:
 def parse_spec(spec: str) -> ModelSpec:
     """Check a spec's syntax (not whether its file or endpoint exists) and split it."""
     text = spec.strip() if isinstance(spec, str) else ""
+    if text[:4].lower() == "ray:":
+        inner = parse_spec(text[4:])  # checked whole: its adapters belong to the replicas' model
+        if inner.provider not in ADAPTER_BASES:
+            raise ModelError(f"ray:SPEC runs replicas of a local model (smollm2 or hf:PATH, with +ADAPTER), "
+                             f"not {text[4:].strip()!r}")
+        return ModelSpec("ray", str(inner))
     if "+" in text:
         # Every `+` separates: a base path or adapter path cannot contain one. Splitting at
         # the first keeps hf:PATH+ADAPTER and chains (BASE+A+B) unambiguous without
@@ -146,6 +157,8 @@ def parse_spec(spec: str) -> ModelSpec:
 def describe_spec(spec: str) -> str:
     """One line saying what a spec refers to, for CLI listings and run configs."""
     parsed = parse_spec(spec)
+    if parsed.provider == "ray":
+        return f"{describe_spec(parsed.name)}, in replicas that are Ray actors"
     if parsed.adapter:
         names = ", then ".join(parsed.adapters)
         return f"{describe_spec(str(parsed.base))}, with LoRA adapter {names} merged in"
@@ -176,6 +189,7 @@ def load_model(spec: str, **options: Any) -> ModelBackend:
                          extra_body
       vllm:MODEL         enable_lora, serve_args, startup_timeout, max_concurrency, timeout,
                          max_retries, logprobs, token_ids
+      ray:SPEC           replicas, num_gpus, dtype, max_batch_size
       random             seed
       oracle, scripted   none
 
@@ -188,6 +202,10 @@ def load_model(spec: str, **options: Any) -> ModelBackend:
     """
     parsed = parse_spec(spec)
     label = str(parsed)
+    if parsed.provider == "ray":
+        from hindsight.llm.replicas import ReplicaBackend
+
+        return _build(ReplicaBackend.load, options, label, parsed.name, spec=label)
     if parsed.provider in ADAPTER_BASES:
         from hindsight.llm.hf import HFBackend, bundled_gguf_path
 

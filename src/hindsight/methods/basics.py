@@ -65,12 +65,18 @@ class TrainingBasics:
                                      "every rollout and evaluation from the trained adapters: its base URL "
                                      "(http://HOST:8000/v1), or vllm to start one on the base model; empty = the "
                                      "in-process model")
-    rollout_server_tolerance: float = option(0.02, "largest mean gap between the server's and the trainer's "
-                                                   "log-probs of the probe tokens, |server − trainer| / (1 + "
-                                                   "|log p|), before a sync counts as failed and the run stops")
+    rollout_server_tolerance: float = option(0.02, "largest mean gap between the server's (or a model replica's) "
+                                                   "and the trainer's log-probs of the probe tokens, |server − "
+                                                   "trainer| / (1 + |log p|), before a sync counts as failed and the "
+                                                   "run stops")
     rollout_server_args: str = option("--gpu-memory-utilization 0.5", "more `vllm serve` arguments for rollout_server: "
                                                                       "vllm (the default leaves the trainer half of "
                                                                       "the GPU it shares with the server)")
+    model_workers: int = option(0, "model replicas in Ray actors (`pip install -e .[ray]`) that sample every rollout "
+                                   "and evaluation, each batch split over them, from the trained adapters pushed to "
+                                   "them after every update; 0 = the in-process model")
+    model_worker_gpus: float = option(0.0, "GPUs each model replica reserves (a fraction shares one; 0 runs the "
+                                           "replicas on CPU)")
 
     def __post_init__(self) -> None:
         Memory.parse(self.memory)
@@ -87,6 +93,13 @@ class TrainingBasics:
         if not self.rollout_server_tolerance > 0:
             raise ValueError("rollout_server_tolerance must be > 0")
         shlex.split(self.rollout_server_args)  # refuses unbalanced quotes now, not when the server starts
+        if self.model_workers < 0 or self.model_worker_gpus < 0:
+            raise ValueError("model_workers and model_worker_gpus must be >= 0")
+        if self.model_workers and server:
+            raise ValueError("rollout_server and model_workers both say where rollouts are sampled; set one")
+        if self.model_workers and self.full_finetune:
+            raise ValueError("model_workers pushes the trained LoRA adapters to the replicas; full_finetune: true "
+                             "trains no adapter")
 
     def pre_action(self) -> PreActionWriter | None:
         """What the policy writes before each action: Self-Guide's self-assessment, or nothing."""

@@ -20,7 +20,8 @@ after the checkpoint, and a final evaluation when steps were trained again, are 
 With `rollout_server`, `begin` puts the server behind `model.sampler` (`ServedPolicy`), so
 every rollout and evaluation of every method samples there, and each step tells it that
 the weights changed: each role's adapter is synced and checked before it next generates.
-A row carries the `sync/…` metrics of the syncs made during its step.
+`model_workers` does the same with model replicas in Ray actors (`ReplicaPolicy`). A row
+carries the `sync/…` metrics of the syncs made during its step.
 
 Under data parallelism every process runs the lifecycle; only the first one writes,
 evaluates and saves.
@@ -45,6 +46,7 @@ from hindsight.methods.progress import TrainingProgress
 from hindsight.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint, seed_everything
 from hindsight.train.distributed import Workers
 from hindsight.train.model import TrainableModel
+from hindsight.train.replicas import ReplicaPolicy
 from hindsight.train.served import ServedPolicy
 from hindsight.types import Trajectory
 
@@ -70,6 +72,9 @@ class TrainingRun(Generic[C]):
         if config.rollout_server and self.workers.world > 1:
             raise ConfigError("rollout_server takes one trainer process; the server batches the rollouts of all "
                               "tasks itself")
+        if config.model_workers and self.workers.world > 1:
+            raise ConfigError("model_workers takes one trainer process; the replicas share the rollouts of all "
+                              "tasks themselves")
         if not resume and self.main:
             self.dir.write_config({"kind": kind, **asdict(config)})
         self.config: C = config
@@ -85,7 +90,7 @@ class TrainingRun(Generic[C]):
         self._metrics: MetricsLog | None = None
         self._logs: dict[str, Any] = {}
         self._progress: TrainingProgress | None = None
-        self._served: ServedPolicy | None = None
+        self._served: ServedPolicy | ReplicaPolicy | None = None  # what samples, when not the model in-process
         self._total = 0
 
     @property
@@ -119,6 +124,11 @@ class TrainingRun(Generic[C]):
                                              tolerance=self.config.rollout_server_tolerance,
                                              concurrency=self.config.concurrency,
                                              serve_args=shlex.split(self.config.rollout_server_args))
+        elif self.config.model_workers:
+            self._served = ReplicaPolicy.open(model, self.config.model, workers=self.config.model_workers,
+                                              gpus=self.config.model_worker_gpus,
+                                              tolerance=self.config.rollout_server_tolerance)
+        if self._served is not None:
             self._served.updated(self.start)
             model.sampler = self._served.sampler
         self._metrics = MetricsLog(self.dir, self.config, enabled=self.main)

@@ -289,17 +289,36 @@ class TrainableModel:
     def save_peft(self, role: str, folder: str | Path, manifest: Mapping[str, Any]) -> Path:
         """Write `role`'s adapter as a PEFT adapter folder (float32 matrices, `manifest` as
         hindsight.json) that any PEFT reader, e.g. an inference server, can load."""
-        if self.lora is None:
-            raise ValueError("a PEFT adapter needs LoRA; with full fine-tuning there is none")
-        if role not in self.roles:
-            raise ValueError(f"unknown role {role!r}; this model has {self.roles}")
-        from hindsight.llm.adapters import peft_name, write_peft_adapter
+        from hindsight.llm.adapters import write_peft_adapter
 
-        tensors = {key: p.detach().to(torch.float32).cpu().contiguous() for name, p in self.model.named_parameters()
-                   if (key := peft_name(name, role)) is not None}
+        tensors = self.adapter_state(role)
         config = copy.deepcopy(self._lora_config)
         config.inference_mode = True
         return write_peft_adapter(Path(folder), tensors, config, manifest)
+
+    def adapter_state(self, role: str) -> dict[str, torch.Tensor]:
+        """`role`'s LoRA matrices under their PEFT-file names, as float32 CPU copies."""
+        if self.lora is None:
+            raise ValueError("an adapter needs LoRA; with full fine-tuning there is none")
+        if role not in self.roles:
+            raise ValueError(f"unknown role {role!r}; this model has {self.roles}")
+        from hindsight.llm.adapters import peft_name
+
+        return {key: p.detach().to(torch.float32).cpu().contiguous() for name, p in self.model.named_parameters()
+                if (key := peft_name(name, role)) is not None}
+
+    @torch.no_grad()
+    def load_adapter_state(self, role: str, tensors: Mapping[str, torch.Tensor]) -> None:
+        """Copy matrices `adapter_state` gave (of a model of the same base and LoRA shape) into `role`'s adapter."""
+        current = self.adapter_state(role)
+        if current.keys() != tensors.keys():
+            raise ValueError(f"the {role} adapter has {len(current)} LoRA matrices, {len(tensors)} were given, "
+                             "with other names")
+        from hindsight.llm.adapters import peft_name
+
+        for name, parameter in self.model.named_parameters():
+            if (key := peft_name(name, role)) is not None:
+                parameter.copy_(tensors[key].to(device=parameter.device, dtype=parameter.dtype))
 
     @torch.no_grad()
     def sequence_logprobs(self, role: str, sequences: Sequence[Sequence[int]]) -> list[list[float]]:

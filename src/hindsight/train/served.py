@@ -121,6 +121,15 @@ class SyncReport:
     confirmed: bool = False
 
 
+def probe_change(trained: Sequence[Sequence[float]], last_confirmed: Sequence[Sequence[float]] | None,
+                 tolerance: float) -> tuple[LogprobGap | None, bool]:
+    """How far the trainer's probe log-probs moved since a role's last confirmed sync, and whether
+    this sync is confirmed: the first one is (it compares base, tokenizer and adapter format),
+    a later one when the change exceeds the tolerance (so that stale weights would fail the check)."""
+    change = compare_logprobs(trained, last_confirmed) if last_confirmed is not None else None
+    return change, change is None or change.mean_relative > tolerance
+
+
 def sync_metrics(reports: Sequence[SyncReport]) -> dict[str, float]:
     """Metric entries of the syncs of one step (none when there was none)."""
     if not reports:
@@ -228,11 +237,7 @@ class ServedPolicy:
                 f"trainer| / (1 + |log p|); tolerance {self.tolerance:g}; largest gap {gap.max_abs:.3g} nats): it "
                 "kept older weights, or serves another base model or tokenizer"
             )
-        last = self._confirmed.get(role)
-        change = compare_logprobs(trained, last) if last is not None else None
-        # The first sync compares the server's base model plus adapter with the trainer's, so a
-        # wrong base, tokenizer or adapter format shows there; later ones need a visible change.
-        confirmed = change is None or change.mean_relative > self.tolerance
+        change, confirmed = probe_change(trained, self._confirmed.get(role), self.tolerance)
         if confirmed:
             self._confirmed[role] = trained
         previous = self._serving.get(role)
