@@ -118,3 +118,14 @@ def test_a_killed_env_actor_costs_its_episodes_a_replay_and_the_run_goes_on():
     after = actor_pids()
     assert after[0] != before[0] and after[1] == before[1]  # Ray started the killed actor again
     assert env_actors().sessions == [0, 0]
+
+
+def test_without_ray_a_ray_env_says_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "ray" else find_spec(name, *args))
+    with pytest.raises(EnvError, match=r"Ray is not installed; install it with `pip install -e \.\[ray\]`") as info:
+        make("ray:frozenlake", size=7)
+    assert "\n" not in str(info.value)

@@ -26,6 +26,16 @@ def test_ray_specs_name_replicas_of_a_local_model():
         assert "\n" not in str(info.value)
 
 
+def test_without_ray_a_ray_spec_says_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "ray" else find_spec(name, *args))
+    with pytest.raises(ModelError, match=r"Ray is not installed; install it with `pip install -e \.\[ray\]`"):
+        load_model("ray:smollm2", replicas=1)
+
+
 def expected(local, replicas: int, requests=REQUESTS, params=PARAMS):
     """What the in-process backend answers to the chunks the replicas get, under the chunks' seeds."""
     from hindsight.llm.replicas import CHUNK_SEED_STRIDE

@@ -11,9 +11,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from hindsight.cli.main import add_threads_option
 
     parser = subparsers.add_parser("eval", help="evaluate a model on an environment", description=__doc__)
-    parser.add_argument("--env", help="environment id (see `hindsight envs list`); required unless --resume")
+    parser.add_argument("--env", help="environment id (see `hindsight envs list`; ray:ID runs it in Ray actors); "
+                                      "required unless --resume")
     parser.add_argument("--model", help="model spec: smollm2, hf:PATH, openai:NAME, oracle, random, scripted:FILE, "
-                                        "or smollm2/hf:PATH +ADAPTER; required unless --resume")
+                                        "or smollm2/hf:PATH +ADAPTER, any of those two as ray:SPEC (replicas in Ray "
+                                        "actors); required unless --resume")
     parser.add_argument("--episodes", type=int, default=10, help="number of task instances (default 10)")
     parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
     parser.add_argument("--memory", default="full", help="history shown to the model: full, none, or a number of turns")

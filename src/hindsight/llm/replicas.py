@@ -23,8 +23,8 @@ its chunk is redone. So no chunk is ever sampled from weights the caller did not
 Failures: Ray starts a replica whose process died again (it loads SPEC again, without the
 pushed weights). Its chunk, lost or answered by the fresh process with no weights, is
 redone there once the latest weights of every role are back (`verify` sees what it then
-computes on the probes). After REPLICA_RETRIES failures of one chunk in one call the call
-stops with ModelError.
+computes on the probes). A chunk that still fails after REPLICA_RETRIES redos stops the
+call with ModelError.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 #: Seed offset between the chunks of one batch.
 CHUNK_SEED_STRIDE = 1_000_003
-#: How often one chunk of a call may fail (its replica lost, or holding other weights).
+#: How often one chunk of a call is redone (its replica lost, or holding other weights) before the call fails.
 REPLICA_RETRIES = 3
 
 
@@ -156,6 +156,8 @@ class ReplicaBackend:
                              f"Ray cluster has {gpus:g}")
         options = {key: value for key, value in (("dtype", dtype), ("max_batch_size", max_batch_size))
                    if value is not None}
+        if not num_gpus:
+            options["device"] = "cpu"  # Ray leaves the GPUs visible to an actor that reserves none
         # Restarted by Ray when their process dies; a call is never retried by Ray itself,
         # since the backend redoes a lost chunk only once the replica holds the right weights.
         actor = ray.remote(ModelReplica).options(max_restarts=-1, max_task_retries=0, num_cpus=0, num_gpus=num_gpus,
