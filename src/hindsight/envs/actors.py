@@ -149,12 +149,12 @@ class EnvWorker:
 class _Actors:
     """The env actors of this process's Ray connection, and how many sessions each holds."""
 
-    def __init__(self, job: str) -> None:
+    def __init__(self, connection: str) -> None:
         import ray
 
         from hindsight.cluster import cluster_resource
 
-        self.job = job
+        self.connection = connection
         raw = os.environ.get(WORKERS_ENV, "")
         try:
             size = int(raw) if raw else max(1, int(cluster_resource("CPU")))
@@ -205,10 +205,12 @@ def env_actors() -> _Actors:
     from hindsight.cluster import connect
 
     ray = connect("a ray: environment", EnvError)
-    job = ray.get_runtime_context().get_job_id()
+    context = ray.get_runtime_context()
+    # A new connection is a new job, or a new local cluster (whose first job has the same id).
+    connection = f"{context.get_job_id()}@{context.get_node_id()}"
     with _lock:
-        if _actors is None or _actors.job != job:
-            _actors = _Actors(job)
+        if _actors is None or _actors.connection != connection:
+            _actors = _Actors(connection)
         return _actors
 
 
