@@ -57,6 +57,14 @@ def test_episodes_are_spread_over_the_actors_and_a_copy_forks_its_session():
     assert env_actors().sessions == [0, 0]
 
 
+def test_the_contract_checker_passes_a_ray_env():
+    from hindsight.envs.checker import check_env
+
+    report = check_env("ray:frozenlake", {"size": 4}, seeds=2, prefixes=1)
+    assert report.ok, report.violations
+    assert any("hash-seed: skipped" in note for note in report.notes)
+
+
 class BarrierLine(LineEnv):
     """A line walk whose steps wait for each other: a turn that made them one at a time never passes."""
 

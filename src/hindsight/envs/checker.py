@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hindsight.envs.base import INFO_KEYS, SPLITS, EnvError, TextEnv, instance_split
+from hindsight.envs.actors import RayEnv
 from hindsight.envs.remote import RemoteEnv
 
 #: Inputs no environment should accept. Each must be answered with valid=False.
@@ -133,6 +134,9 @@ def check_env(
     if hash_seed_check and isinstance(probe, RemoteEnv):
         report.notes.append("hash-seed: skipped for a served environment; run `hindsight envs check "
                             f"{probe.id}` where the server runs to check it there")
+    elif hash_seed_check and isinstance(probe, RayEnv):
+        report.notes.append("hash-seed: skipped for an environment in Ray actors (each actor is a process of its "
+                            f"own); run `hindsight envs check {probe.id}` to check it")
     elif hash_seed_check:
         _check_hash_seed(report, probe, config, episodes)
     return report
