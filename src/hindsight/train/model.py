@@ -298,27 +298,27 @@ class TrainableModel:
 
     def adapter_state(self, role: str) -> dict[str, torch.Tensor]:
         """`role`'s LoRA matrices under their PEFT-file names, as float32 CPU copies."""
+        return {key: p.detach().to(torch.float32).cpu().contiguous() for key, p in self._adapter_slots(role).items()}
+
+    @torch.no_grad()
+    def load_adapter_state(self, role: str, tensors: Mapping[str, torch.Tensor]) -> None:
+        """Copy matrices `adapter_state` gave (of a model of the same base and LoRA shape) into `role`'s adapter."""
+        slots = self._adapter_slots(role)
+        if slots.keys() != tensors.keys():
+            raise ValueError(f"the matrices given do not fit the {role} adapter: {len(tensors)} given, "
+                             f"{len(slots)} expected, under other names")
+        for key, parameter in slots.items():
+            parameter.copy_(tensors[key].to(device=parameter.device, dtype=parameter.dtype))
+
+    def _adapter_slots(self, role: str) -> dict[str, torch.nn.Parameter]:
+        """`role`'s LoRA parameters by their PEFT-file names."""
         if self.lora is None:
             raise ValueError("an adapter needs LoRA; with full fine-tuning there is none")
         if role not in self.roles:
             raise ValueError(f"unknown role {role!r}; this model has {self.roles}")
         from hindsight.llm.adapters import peft_name
 
-        return {key: p.detach().to(torch.float32).cpu().contiguous() for name, p in self.model.named_parameters()
-                if (key := peft_name(name, role)) is not None}
-
-    @torch.no_grad()
-    def load_adapter_state(self, role: str, tensors: Mapping[str, torch.Tensor]) -> None:
-        """Copy matrices `adapter_state` gave (of a model of the same base and LoRA shape) into `role`'s adapter."""
-        current = self.adapter_state(role)
-        if current.keys() != tensors.keys():
-            raise ValueError(f"the {role} adapter has {len(current)} LoRA matrices, {len(tensors)} were given, "
-                             "with other names")
-        from hindsight.llm.adapters import peft_name
-
-        for name, parameter in self.model.named_parameters():
-            if (key := peft_name(name, role)) is not None:
-                parameter.copy_(tensors[key].to(device=parameter.device, dtype=parameter.dtype))
+        return {key: p for name, p in self.model.named_parameters() if (key := peft_name(name, role)) is not None}
 
     @torch.no_grad()
     def sequence_logprobs(self, role: str, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
