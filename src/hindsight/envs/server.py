@@ -294,7 +294,8 @@ def create_app(pool: EnvPool):
         def describe(env: TextEnv) -> dict[str, Any]:
             return {"id": env.id, "description": env.description, "instruction": env.instruction,
                     "criteria": env.criteria, "max_steps": env.max_steps, "config": dict(env.config),
-                    "oracle_replans": bool(getattr(env, "oracle_replans", True))}
+                    "oracle_replans": bool(getattr(env, "oracle_replans", True)),
+                    "has_oracle": bool(getattr(env, "has_oracle", True))}
 
         return pool.on_probe(kwargs_of(body), "spec", describe)
 
