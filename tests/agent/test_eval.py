@@ -88,62 +88,50 @@ def test_bundled_model_runs_a_few_real_steps(tmp_path, capsys):
             assert all(lp <= 0 for lp in step.logprobs)
 
 
-def test_interrupted_eval_keeps_finished_trajectories_and_says_so(tmp_path, monkeypatch):
+class StopsOnThirdCall:
+    """Answers "up" twice, then is interrupted: with max_steps=1 and 2 episodes at once, 4 finish."""
+
+    spec = "stops-on-third-call"
+
+    def __init__(self):
+        self.calls = 0
+
+    def generate(self, requests, params):
+        from hindsight.types import Completion
+
+        self.calls += 1
+        if self.calls == 3:
+            raise KeyboardInterrupt
+        return [Completion(text="<action>up</action>") for _ in requests]
+
+
+def interrupted_eval(tmp_path, monkeypatch) -> EvalConfig:
+    """An evaluation of 6 tasks interrupted after finishing 4."""
     import hindsight.llm
 
-    from hindsight.types import Completion
-
-    class StopsLater:
-        spec = "stops-later"
-
-        def __init__(self):
-            self.calls = 0
-
-        def generate(self, requests, params):
-            self.calls += 1
-            if self.calls == 3:
-                raise KeyboardInterrupt
-            # With max_steps=1 every episode ends after one call: two calls finish four.
-            return [Completion(text="<action>up</action>") for _ in requests]
-
-    monkeypatch.setattr(hindsight.llm, "load_model", lambda spec, **options: StopsLater())
+    load = hindsight.llm.load_model
+    monkeypatch.setattr(hindsight.llm, "load_model", lambda spec, **options: StopsOnThirdCall())
     config = EvalConfig(env="frozenlake", model="oracle", episodes=6, concurrency=2, max_steps=1,
                         out=str(tmp_path / "i"))
     with pytest.raises(KeyboardInterrupt):
         run_eval(config)
+    monkeypatch.setattr(hindsight.llm, "load_model", load)
+    return config
+
+
+def test_interrupted_eval_keeps_finished_trajectories_and_says_so(tmp_path, monkeypatch):
+    interrupted_eval(tmp_path, monkeypatch)
     summary = json.loads((tmp_path / "i" / "summary.json").read_text())
     assert summary["interrupted"] is True
     assert summary["episodes"] == 4 == len(list(read_trajectories(tmp_path / "i")))
 
 
 def test_resume_runs_only_the_unfinished_tasks_and_matches_an_uninterrupted_run(tmp_path, monkeypatch, capsys):
-    import hindsight.llm
-
-    from hindsight.types import Completion
-
-    load = hindsight.llm.load_model
-
-    class StopsLater:
-        spec = "stops-later"
-
-        def __init__(self):
-            self.calls = 0
-
-        def generate(self, requests, params):
-            self.calls += 1
-            if self.calls == 3:
-                raise KeyboardInterrupt
-            return [Completion(text="<action>up</action>") for _ in requests]
-
-    monkeypatch.setattr(hindsight.llm, "load_model", lambda spec, **options: StopsLater())
+    config = interrupted_eval(tmp_path, monkeypatch)
     out = tmp_path / "i"
-    config = EvalConfig(env="frozenlake", model="oracle", episodes=6, concurrency=2, max_steps=1, out=str(out))
-    with pytest.raises(KeyboardInterrupt):
-        run_eval(config)
     log = out / "trajectories" / "eval.jsonl"
     with log.open("a") as f:
         f.write('{"kind": "trajectory", "env": "frozenl')  # a line cut short by the crash
-    monkeypatch.setattr(hindsight.llm, "load_model", load)
 
     assert main(["eval", "--resume", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)

@@ -78,6 +78,14 @@ def test_a_copy_browses_the_same_session_on_its_own(site):
     assert twin.step("click[white]")[4]["valid"] and twin.step("click[buy now]")[4]["success"]
 
 
+def test_the_contract_checker_passes_it_without_oracle_checks(site):
+    from hindsight.envs.checker import check_env
+
+    report = check_env("webshop-site", seeds=2, kwargs={"url": site}, prefixes=2, split_n=2)
+    assert report.ok, report.violations
+    assert any("declares no oracle" in note for note in report.notes)
+
+
 def test_splits_follow_the_webshop_baselines():
     env = make("webshop-site", url="http://127.0.0.1:9")
     assert env.split_seeds("test", 3) == [0, 1, 2]

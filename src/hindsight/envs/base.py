@@ -116,6 +116,9 @@ class TextEnv(ABC):
     #: which can only continue an episode that has not undone what the path needs (the
     #: checker then reports midway failures as notes, not violations).
     oracle_replans: ClassVar[bool] = True
+    #: False for an env that cannot know its goal (a site that reveals it only at the end):
+    #: `oracle_action` then raises EnvError and the checker skips the oracle checks.
+    has_oracle: ClassVar[bool] = True
 
     def __init__(
         self,

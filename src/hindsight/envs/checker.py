@@ -116,18 +116,23 @@ def check_env(
     rng = random.Random(f"hindsight-check:{rng_seed}")
 
     _check_static(report, probe)
+    oracle = getattr(probe, "has_oracle", True)
+    if not oracle:
+        report.notes.append("oracle, oracle-midway: skipped; the environment declares no oracle (has_oracle)")
     # The first random episode of each seed is replayed again under another hash seed.
     episodes: list[tuple[int, list[Any]]] = []
     for seed in report.seeds:
         _check_reset(report, factory, seed)
         _check_junk(report, factory, seed)
-        _check_oracle(report, factory, seed)
+        if oracle:
+            _check_oracle(report, factory, seed)
         for attempt in range(prefixes):
-            actions = _random_prefix(report, factory, seed, rng, prefix_length)
+            actions = _random_prefix(report, factory, seed, rng, prefix_length, oracle)
             if actions is None:
                 break
             _check_replay(report, factory, seed, actions)
-            _check_oracle_midway(report, factory, config, seed, actions)
+            if oracle:
+                _check_oracle_midway(report, factory, config, seed, actions)
             if attempt == 0:
                 episodes.append((seed, actions))
     _check_splits(report, factory, split_n)
@@ -402,9 +407,12 @@ def _check_oracle_midway(
 
 
 def _random_prefix(
-    report: CheckReport, factory: Callable[..., TextEnv], seed: int, rng: random.Random, length: int | None
+    report: CheckReport, factory: Callable[..., TextEnv], seed: int, rng: random.Random, length: int | None,
+    oracle: bool = True,
 ) -> list[Any] | None:
-    """Play a random episode, checking each step; return the actions taken (None if it crashed)."""
+    """Play a random episode, checking each step; return the actions taken (None if it crashed).
+
+    Actions are admissible ones, the oracle's (when the env has one) and junk."""
     check = "step"
     _mark(report, check)
     _mark(report, "admissible")
@@ -420,7 +428,7 @@ def _random_prefix(
         roll = rng.random()
         if roll < 0.7 and admissible:
             action: Any = rng.choice(admissible)
-        elif roll < 0.85:
+        elif roll < 0.85 and oracle:
             action = _guard(report, "oracle", f"seed {seed}: oracle_action", env.oracle_action)
             if not isinstance(action, str):
                 action = "xyzzy"

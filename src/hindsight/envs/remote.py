@@ -152,6 +152,7 @@ class RemoteEnv:
         self.criteria: str = spec["criteria"]
         self.max_steps: int = int(spec["max_steps"])
         self.oracle_replans: bool = bool(spec.get("oracle_replans", True))
+        self.has_oracle: bool = bool(spec.get("has_oracle", True))
         self._config: dict[str, Any] = dict(spec["config"])
         self.seed: int | None = None
         self.steps_taken = 0

@@ -250,7 +250,8 @@ def describe(env: TextEnv) -> dict[str, Any]:
     """What a client of an environment in another process needs to know before any episode."""
     return {"id": env.id, "description": env.description, "instruction": env.instruction,
             "criteria": env.criteria, "max_steps": env.max_steps, "config": dict(env.config),
-            "oracle_replans": bool(getattr(env, "oracle_replans", True))}
+            "oracle_replans": bool(getattr(env, "oracle_replans", True)),
+            "has_oracle": bool(getattr(env, "has_oracle", True))}
 
 
 def create_app(pool: EnvPool):

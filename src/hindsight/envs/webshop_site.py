@@ -144,7 +144,7 @@ class WebShopSite(TextEnv):
         "Nothing is scored until an item is bought; buying ends the episode. The site grades the purchase with "
         "WebShop's reward (product type, requested attributes and options, price limit); success is a score of 1."
     )
-    oracle_replans = False
+    has_oracle = False
 
     def __init__(self, *, url: str | None = None, timeout: float = 30.0, max_steps: int | None = None,
                  instances: Any = None):
