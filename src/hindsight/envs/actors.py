@@ -30,10 +30,11 @@ import copy
 import os
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from hindsight.envs.base import EnvError, EnvFailure, canonical_json
+from hindsight.envs.remote import ProxyEnv
 
 #: The prefix of an environment id that runs the environment in Ray actors.
 RAY_PREFIX = "ray:"
@@ -273,32 +274,19 @@ def _close_quietly(actors: _Actors, index: int, session: str) -> None:
         pass
 
 
-class RayEnv:
+class RayEnv(ProxyEnv):
     """An environment in an env actor; see the module docstring."""
 
     #: Calls wait on another process, so the rollout engine makes a turn's calls from threads.
     parallel_calls = True
-    instance_file = None  # an instance file is read by the actors
+    lost_session = "the env actor lost the session"
 
     def __init__(self, env_id: str, **kwargs: Any):
         self.kwargs = dict(kwargs)
         spec = _spec(env_id, self.kwargs)
-        self.id: str = spec["id"]
-        self.description: str = spec["description"]
-        self.instruction: str = spec["instruction"]
-        self.criteria: str = spec["criteria"]
-        self.max_steps: int = int(spec["max_steps"])
-        self.oracle_replans: bool = bool(spec["oracle_replans"])
-        self.has_oracle: bool = bool(spec.get("has_oracle", True))
-        self._config: dict[str, Any] = dict(spec["config"])
-        self.seed: int | None = None
-        self.steps_taken = 0
-        self.done = False
-        self._info: dict[str, Any] | None = None
+        self._adopt(spec)
         self._actors: _Actors | None = None
         self._actor = -1
-        self._session: str | None = None
-        self._closer: weakref.finalize | None = None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -341,26 +329,6 @@ class RayEnv:
     def oracle_action(self) -> str:
         self._require_live("oracle_action")
         return self._get(self._handle().oracle_action.remote(self._session), "oracle_action")
-
-    def admissible_actions(self) -> Sequence[str]:
-        if self._info is None:
-            raise EnvError(f"{self.id}: call reset() before admissible_actions()")
-        return [] if self.done else list(self._info["admissible_actions"])
-
-    def state_key(self) -> str:
-        return str(self._last_info("state_key")["state_key"])
-
-    def score(self) -> float:
-        return float(self._last_info("score")["score"])
-
-    def is_success(self) -> bool:
-        return bool(self._last_info("is_success")["success"])
-
-    def close(self) -> None:
-        """Give the actor's instance back to its pool (also done when the episode ends)."""
-        if self._closer is not None:
-            self._closer()
-        self._session, self._closer = None, None
 
     def __deepcopy__(self, memo: dict) -> RayEnv:
         """A twin in the same state, in its own session on the same actor (the actor copies the instance)."""
@@ -415,15 +383,3 @@ class RayEnv:
     def _get(self, ref: Any, what: str) -> Any:
         return _get(ref, self._handle(), self.id, what)
 
-    def _require_live(self, what: str) -> None:
-        if self._info is None:
-            raise EnvError(f"{self.id}: call reset() before {what}()")
-        if self.done:
-            raise EnvError(f"{self.id}: the episode is over; {what}() has nothing to act on")
-        if self._session is None:
-            raise EnvFailure(f"{self.id}: the env actor lost the session; replay the episode on a new instance")
-
-    def _last_info(self, what: str) -> dict[str, Any]:
-        if self._info is None:
-            raise EnvError(f"{self.id}: call reset() before {what}()")
-        return self._info

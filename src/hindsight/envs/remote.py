@@ -137,15 +137,17 @@ def _close_quietly(server: str, env_id: str, session: str) -> None:
         pass  # the server reclaims sessions that idle past its timeout
 
 
-class RemoteEnv:
-    """A served environment; see the module docstring."""
+class ProxyEnv:
+    """What an environment living in another process shares, whatever carries its calls: the
+    spec, read once, and the last `info` it sent, which answers `state_key`, `score`,
+    `is_success` and `admissible_actions` without another round trip. Subclasses open and
+    forget their session and set `lost_session`, the error of a session the other side lost.
+    """
 
-    instance_file = None  # instance files live on the server (`instances=PATH` is read there)
+    instance_file = None  # instance files are read on the other side (`instances=PATH` goes there)
+    lost_session = "the session was lost"
 
-    def __init__(self, server: str, env_id: str, **kwargs: Any):
-        self.server = server.rstrip("/")
-        self.kwargs = dict(kwargs)
-        spec = _spec(self.server, env_id, self.kwargs)
+    def _adopt(self, spec: Mapping[str, Any]) -> None:
         self.id: str = spec["id"]
         self.description: str = spec["description"]
         self.instruction: str = spec["instruction"]
@@ -160,6 +162,51 @@ class RemoteEnv:
         self._info: dict[str, Any] | None = None
         self._session: str | None = None
         self._closer: weakref.finalize | None = None
+
+    def admissible_actions(self) -> Sequence[str]:
+        if self._info is None:
+            raise EnvError(f"{self.id}: call reset() before admissible_actions()")
+        return [] if self.done else list(self._info["admissible_actions"])
+
+    def state_key(self) -> str:
+        return str(self._last_info("state_key")["state_key"])
+
+    def score(self) -> float:
+        return float(self._last_info("score")["score"])
+
+    def is_success(self) -> bool:
+        return bool(self._last_info("is_success")["success"])
+
+    def close(self) -> None:
+        """Give the other side's instance back to its pool (also done when the episode ends)."""
+        if self._closer is not None:
+            self._closer()
+        self._session, self._closer = None, None
+
+    def _require_live(self, what: str) -> None:
+        if self._info is None:
+            raise EnvError(f"{self.id}: call reset() before {what}()")
+        if self.done:
+            raise EnvError(f"{self.id}: the episode is over; {what}() has nothing to act on")
+        if self._session is None:
+            raise EnvFailure(f"{self.id}: {self.lost_session}; replay the episode on a new instance")
+
+    def _last_info(self, what: str) -> dict[str, Any]:
+        if self._info is None:
+            raise EnvError(f"{self.id}: call reset() before {what}()")
+        return self._info
+
+
+class RemoteEnv(ProxyEnv):
+    """A served environment; see the module docstring."""
+
+    lost_session = "the server session was lost"
+
+    def __init__(self, server: str, env_id: str, **kwargs: Any):
+        self.server = server.rstrip("/")
+        self.kwargs = dict(kwargs)
+        spec = _spec(self.server, env_id, self.kwargs)
+        self._adopt(spec)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -207,26 +254,6 @@ class RemoteEnv:
         self._require_live("oracle_action")
         return request(self.server, "GET", f"/{self.id}/sessions/{self._session}/oracle")["action"]
 
-    def admissible_actions(self) -> Sequence[str]:
-        if self._info is None:
-            raise EnvError(f"{self.id}: call reset() before admissible_actions()")
-        return [] if self.done else list(self._info["admissible_actions"])
-
-    def state_key(self) -> str:
-        return str(self._last_info("state_key")["state_key"])
-
-    def score(self) -> float:
-        return float(self._last_info("score")["score"])
-
-    def is_success(self) -> bool:
-        return bool(self._last_info("is_success")["success"])
-
-    def close(self) -> None:
-        """Give the server's instance back to its pool (also done when the episode ends)."""
-        if self._closer is not None:
-            self._closer()
-        self._session, self._closer = None, None
-
     def __deepcopy__(self, memo: dict) -> RemoteEnv:
         """A twin in the same state on its own server session (the server copies the instance)."""
         twin = copy.copy(self)
@@ -263,15 +290,3 @@ class RemoteEnv:
             self._closer.detach()
         self._session, self._closer = None, None
 
-    def _require_live(self, what: str) -> None:
-        if self._info is None:
-            raise EnvError(f"{self.id}: call reset() before {what}()")
-        if self.done:
-            raise EnvError(f"{self.id}: the episode is over; {what}() has nothing to act on")
-        if self._session is None:
-            raise EnvFailure(f"{self.id}: the server session was lost; replay the episode on a new instance")
-
-    def _last_info(self, what: str) -> dict[str, Any]:
-        if self._info is None:
-            raise EnvError(f"{self.id}: call reset() before {what}()")
-        return self._info
