@@ -9,7 +9,7 @@ For every environment id given, on the first N test tasks:
 * served: the same episodes through `hindsight serve-env` started as a subprocess on this
   machine (`--env http://127.0.0.1:PORT/ID`), and the added time per step.
 
-    python benchmarks/env_speed.py                                # every registered env, 100 tasks
+    python benchmarks/env_speed.py                                # every env with an oracle, 100 tasks
     python benchmarks/env_speed.py frozenlake webshop --tasks 50
 
 Time is wall-clock on an otherwise idle machine; both processes may use any core, so pin
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from hindsight.envs import list_envs, make
+from hindsight.envs import env_class, list_envs, make
 
 
 @dataclass(frozen=True)
@@ -94,10 +94,12 @@ def measure(env_id: str, tasks: int) -> Speed:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("envs", nargs="*", help="environment ids (default: every registered one)")
+    parser.add_argument("envs", nargs="*", help="environment ids (default: every registered one that runs here "
+                                                "with its defaults and has an oracle)")
     parser.add_argument("--tasks", type=int, default=100, help="test tasks per environment (default 100)")
     args = parser.parse_args()
-    envs = args.envs or [spec.id for spec in list_envs()]
+    envs = args.envs or [spec.id for spec in list_envs()
+                         if "[unavailable here" not in spec.description and env_class(spec.id).has_oracle]
     print("| env | oracle solves | oracle steps per task | local steps/s | served steps/s | "
           "server overhead (ms per step) |")
     print("|---|---|---|---|---|---|")
