@@ -13,6 +13,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def pytest_report_header(config):
+    import importlib.util
+
+    if importlib.util.find_spec("verl") is None:
+        return "tests/with_verl: not collected here (verl is not installed); bash .ci/verl runs them in verl's venv"
+    return None
+
+
 def _fail_skip(report) -> None:
     if STRICT_SKIPS and report.skipped and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)

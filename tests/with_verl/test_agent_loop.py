@@ -1,0 +1,103 @@
+"""The agent loop plays a frozenlake episode against a scripted server manager, with the real chat template."""
+
+import asyncio
+
+import pytest
+
+# verl has its own venv (constraints-verl.txt): `bash .ci/verl` builds it and runs these; `.ci/run` ignores them.
+pytest.importorskip("verl", reason="verl is not installed here; it has its own venv (bash .ci/verl)")
+from omegaconf import OmegaConf  # noqa: E402
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap  # noqa: E402
+from verl.workers.rollout.replica import TokenOutput  # noqa: E402
+
+from hindsight.envs import make  # noqa: E402
+from hindsight.verl.agent_loop import HindsightAgentLoop, task_row  # noqa: E402
+
+SEED = 3
+
+
+class ScriptedServer:
+    """Stands in for verl's LLMServerClient: answers each generate call with the next scripted token ids."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self.prompts = []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **_):
+        self.prompts.append(list(prompt_ids))
+        return TokenOutput(token_ids=self.answers.pop(0), log_probs=None)
+
+
+def oracle_moves(seed):
+    env = make("frozenlake")
+    env.reset(seed)
+    moves, done = [], False
+    while not done:
+        moves.append(env.oracle_action())
+        done = env.step(moves[-1])[2]
+    return moves
+
+
+def runs(mask, tokens):
+    """The response cut into maximal runs of equal mask: [(mask value, token ids)]."""
+    out = []
+    for value, token in zip(mask, tokens):
+        if out and out[-1][0] == value:
+            out[-1][1].append(token)
+        else:
+            out.append((value, [token]))
+    return out
+
+
+def play(tokenizer, answers, response_length=4096):
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 4096,
+                                                                 "response_length": response_length}}})
+    row = task_row("frozenlake", SEED)
+
+    async def episode():
+        server = ScriptedServer(answers)
+        loop = HindsightAgentLoop(trainer_config=DictConfigWrap(config), server_manager=server, tokenizer=tokenizer,
+                                  processor=None, dataset_cls=None, data_config=DictConfigWrap(OmegaConf.create({})),
+                                  hf_model_type="llama")
+        return await loop.run({"temperature": 1.0}, raw_prompt=row["prompt"], extra_info=row["extra_info"]), server
+
+    return row, *asyncio.run(episode())
+
+
+def encode(tokenizer, text):
+    return tokenizer.encode(text, add_special_tokens=False) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+
+
+def test_an_episode_masks_model_tokens_in_and_observations_out(bundled_tokenizer):
+    moves = oracle_moves(SEED)
+    texts = ["I am not sure."] + [f"<analysis>plan</analysis><action>{move}</action>" for move in moves]
+    answers = [encode(bundled_tokenizer, text) for text in texts]
+    row, output, server = play(bundled_tokenizer, answers)
+
+    assert output.prompt_ids == bundled_tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True,
+                                                                      tokenize=True, return_dict=False)
+    pieces = runs(output.response_mask, output.response_ids)
+    assert [ids for value, ids in pieces if value == 1] == answers
+    observations = [bundled_tokenizer.decode(ids) for value, ids in pieces if value == 0]
+    # One observation after every answer but the last, which ended the episode.
+    assert len(observations) == len(answers) - 1
+    assert "no valid <action>" in observations[0]
+    env = make("frozenlake")
+    env.reset(SEED)
+    env.step("")
+    for move, shown in zip(moves, observations[1:]):
+        assert env.step(move)[0] in shown
+    assert output.reward_score == 1.0
+    assert output.extra_fields["env_success"] is True
+    assert output.extra_fields["env_invalid_answers"] == 1
+    assert output.num_turns == 1 + len(answers) + len(observations)
+    # Every generate call continued the same token sequence.
+    everything = output.prompt_ids + output.response_ids
+    assert all(everything[: len(prompt)] == prompt for prompt in server.prompts)
+
+
+def test_the_response_budget_ends_an_episode_early(bundled_tokenizer):
+    wander = encode(bundled_tokenizer, "<action>left</action>")
+    row, output, server = play(bundled_tokenizer, [wander] * 50, response_length=64)
+    assert len(output.response_ids) == len(output.response_mask) == 64
+    assert output.extra_fields["env_success"] is False and output.reward_score < 1.0
