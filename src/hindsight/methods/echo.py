@@ -26,6 +26,12 @@ The switches are the paper's ablations and baselines: `critic` (a trained adapte
 rule-based `template` critic, or any model spec, frozen), `freeze_critic`, `gain: linear`
 and `no_critic` (N plain re-attempts instead of refinements). The paper's Table 5 at a
 checkpoint (critic-guided refinement against plain regeneration) is in `echo_compare.py`.
+
+Under `accelerate launch` the tasks of each update are dealt out to the processes. Each
+runs its tasks' whole cascades (attempt, critiques, refinements), so both groupings (the
+N refinements of A_P, the N critiques of A_C) stay on one process; each track's update
+sums its gradients over the processes (`hindsight.train.distributed`). The cascades are
+then gathered, so every metric is over the whole batch; process 0 logs, evaluates and saves.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ from hindsight.methods.lifecycle import Evaluator, TrainingRun, evaluate_trainab
 from hindsight.methods.metrics import eval_metrics, update_metrics
 from hindsight.methods.model_setup import load_latest, load_trainable, make_optimizer
 from hindsight.roles import parse_role, resolve
-from hindsight.train.distributed import single_process
+from hindsight.train.distributed import Workers
 from hindsight.train.model import TrainableModel
 from hindsight.train.sequences import TrainingSequence, reply_ids, reply_sequence, turn_sequences
 from hindsight.train.update import policy_gradient_update
@@ -271,11 +277,12 @@ def critic_sequences(
 def train_echo(config: ECHOConfig, out: str | Path, *, resume: bool = False) -> Path:
     from hindsight.envs import make
 
-    single_process("echo")
-    run = TrainingRun("echo", ECHOConfig, config, out, resume=resume)
+    workers = Workers.current()
+    run = TrainingRun("echo", ECHOConfig, config, out, resume=resume, workers=workers)
     config = run.config
     env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
     train_seeds = env_factory().split_seeds("train", config.updates * config.tasks_per_update)
+    workers.require_groups(config.tasks_per_update)
 
     model = load_echo_model(config)
     critic = build_critic(config, model, env_factory().criteria)
@@ -294,10 +301,11 @@ def train_echo(config: ECHOConfig, out: str | Path, *, resume: bool = False) -> 
 
     for step in run.steps(config.updates, "echo", with_first_eval={"rollout/env_steps": 0}):
         cursor = (step - 1) * config.tasks_per_update
-        seeds = train_seeds[cursor : cursor + config.tasks_per_update]
+        seeds = workers.shard(train_seeds[cursor : cursor + config.tasks_per_update])
         groups = [f"{step}:{seed}" for seed in seeds]
-        # Each stage samples from its own seed range, derived from the run seed and the update.
-        sampling_seed = config.seed * 1_000_003 + step * 10_000
+        # Each stage samples from its own seed range, derived from the run seed and the update
+        # (and the process: each draws its own noise).
+        sampling_seed = config.seed * 1_000_003 + step * 10_000 + 100 * workers.rank
 
         # -- stage 0: one initial attempt per task --------------------------------------------
         run.phase("policy rollout")
@@ -327,17 +335,20 @@ def train_echo(config: ECHOConfig, out: str | Path, *, resume: bool = False) -> 
         t3 = time.perf_counter()
         policy_seqs, policy_advs = policy_sequences(refinements, scores.policy_advantages, tokenizer, prompts)
         policy_stats = policy_gradient_update(model, policy_seqs, policy_advs, optimizers["policy"],
-                                              schedulers["policy"], settings)
+                                              schedulers["policy"], settings, workers)
         policy_update_s = time.perf_counter() - t3
         critic_stats = None
         if config.trains_critic:
             critic_seqs, critic_advs = critic_sequences(critiques, scores.critic_advantages, tokenizer)
             with model.role("critic"):
                 critic_stats = policy_gradient_update(model, critic_seqs, critic_advs, optimizers["critic"],
-                                                      schedulers["critic"], settings)
+                                                      schedulers["critic"], settings, workers)
         update_s = time.perf_counter() - t3
 
-        # -- log ------------------------------------------------------------------------------
+        # -- log: the cascades of every process, so the metrics are those of the whole batch --
+        attempts, critiques, refinements, groups = (
+            workers.gather(part) for part in (attempts, critiques, refinements, groups))
+        scores = EchoScores.compute(config, attempts, refinements)
         run.env_steps += sum(t.num_steps for t in attempts) + sum(t.num_steps for group in refinements for t in group)
         run.write("initial", (attempt.with_meta(update=step, echo={"group": group, "s_o": s_o})
                               for attempt, group, s_o in zip(attempts, groups, scores.initial.tolist())))

@@ -38,7 +38,7 @@ from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.evaluate import summarize
 from hindsight.algos.grpo import group_advantages, nonzero_variance_groups
 from hindsight.algos.selfguide import TrustSchedule, shaped_return, update_progress
-from hindsight.configs import ConfigError, option
+from hindsight.configs import option
 from hindsight.methods.basics import PolicyGradientBasics
 from hindsight.methods.lifecycle import TrainingRun
 from hindsight.methods.metrics import update_metrics
@@ -91,9 +91,7 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
     config = run.config
     env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
     train_seeds = env_factory().split_seeds("train", config.updates * config.tasks_per_update)
-    if config.tasks_per_update < workers.world:
-        raise ConfigError(f"tasks_per_update ({config.tasks_per_update}) must be at least the number of processes "
-                          f"({workers.world}): each process rolls out whole task groups")
+    workers.require_groups(config.tasks_per_update)
 
     model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, config.full_finetune,
                            config.gradient_checkpointing)

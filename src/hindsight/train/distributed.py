@@ -4,6 +4,8 @@ Run a training command as usual for one process, or under a launcher for several
 
     accelerate launch --num_processes 4 -m hindsight train grpo --config FILE.yaml --out DIR
 
+GRPO (Self-Guide's switches included) and ECHO run this way; the other loops refuse it.
+
 Every process holds the whole model (one per GPU) and runs the same loop. Each update's
 task instances are dealt out to the processes, each rolls out whole groups (so group
 advantages need no communication), and the update sums the gradients of all processes:
@@ -84,6 +86,13 @@ class Workers:
             parameter.grad.copy_(flat[offset : offset + count].view_as(parameter.grad))
             offset += count
 
+    def require_groups(self, tasks_per_update: int) -> None:
+        """Refuse fewer tasks per update than processes: each process needs whole task groups to score."""
+        from hindsight.configs import ConfigError
+
+        if tasks_per_update < self.world:
+            raise ConfigError(f"tasks_per_update ({tasks_per_update}) must be at least the number of processes "
+                              f"({self.world}): each process rolls out whole task groups")
 
 
 def single_process(method: str) -> None:
@@ -95,7 +104,7 @@ def single_process(method: str) -> None:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:
         raise ConfigError(f"{method} runs in one process (this launch has {world}); "
-                          "only grpo is data-parallel so far")
+                          "grpo (with Self-Guide) and echo are the data-parallel loops")
 
 
 def _collective_device() -> torch.device:
