@@ -97,13 +97,20 @@ def test_splits_follow_the_webshop_baselines():
         env.split_seeds("test", 501)
 
 
-def test_a_site_that_is_down_is_an_env_failure():
+def test_a_site_that_is_down_is_an_env_failure(tmp_path, capsys):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # nothing listens here once the probe closes
     env = make("webshop-site", url=f"http://127.0.0.1:{port}", timeout=2)
     with pytest.raises(EnvFailure, match="cannot reach"):
         env.reset(0)
+    # An evaluation records the lost episodes and says so under its table.
+    assert main(["eval", "--env", "webshop-site", "--set", f"url=http://127.0.0.1:{port}", "--model", "random",
+                 "--episodes", "2", "--out", str(tmp_path / "down")]) == 0
+    out = capsys.readouterr().out
+    assert "2 of 2 episodes lost their environment" in out and "cannot reach" in out
+    summary = json.loads((tmp_path / "down" / "summary.json").read_text())
+    assert summary["env_failures"] == 2 and summary["success_rate"] == 0.0
 
 
 def test_without_an_address_it_says_how_to_get_one(monkeypatch):

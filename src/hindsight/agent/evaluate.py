@@ -102,6 +102,10 @@ class EvalSummary:
     #: `success_rate`), and the attempts run in all.
     success_by_attempt: tuple[float, ...] = ()
     attempts: int = 0
+    #: Episodes given up because their environment kept failing (`meta.env_failure`), and
+    #: the first such failure: an unreachable server or a dead simulator, not the policy.
+    env_failures: int = 0
+    first_env_failure: str = ""
 
 
 def summarize(trajectories: Iterable[Trajectory], wall_s: float = 0.0, interrupted: bool = False) -> EvalSummary:
@@ -113,6 +117,7 @@ def summarize(trajectories: Iterable[Trajectory], wall_s: float = 0.0, interrupt
     n = len(trajectories)
     steps = sum(t.num_steps for t in trajectories)
     invalid = sum(not s.valid for t in trajectories for s in t.steps)
+    failures = [str(t.meta["env_failure"]) for t in trajectories if t.meta.get("env_failure")]
     return EvalSummary(
         episodes=n,
         success_rate=sum(t.success for t in trajectories) / n if n else 0.0,
@@ -122,6 +127,8 @@ def summarize(trajectories: Iterable[Trajectory], wall_s: float = 0.0, interrupt
         steps=steps,
         wall_s=round(wall_s, 3),
         interrupted=interrupted,
+        env_failures=len(failures),
+        first_env_failure=failures[0] if failures else "",
     )
 
 
@@ -137,7 +144,9 @@ def _summarize_attempts(trajectories: list[Trajectory], wall_s: float, interrupt
     rounds = max((t.meta.get("reflexion", {}).get("attempt", 1) for t in trajectories), default=0)
     tasks = len(last)
     by_attempt = tuple(sum(a <= k for a in solved_at.values()) / tasks for k in range(1, rounds + 1)) if tasks else ()
-    summary = summarize([replace(t, meta={}) for t in last.values()], wall_s, interrupted)
+    # Each task's last attempt, summarised as a single attempt (its other notes kept).
+    summary = summarize([replace(t, meta={k: v for k, v in t.meta.items() if k != "reflexion"})
+                         for t in last.values()], wall_s, interrupted)
     return replace(summary, success_by_attempt=by_attempt, attempts=len(trajectories))
 
 

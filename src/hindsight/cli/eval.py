@@ -150,6 +150,9 @@ def print_summary(summary: dict[str, Any], run_dir: Any) -> None:
     )
     out = Console()
     out.print(table)
+    if summary.get("env_failures"):
+        out.print(f"[bold red]{summary['env_failures']} of {summary['episodes']} episodes lost their environment "
+                  f"after its restarts[/] (first: {summary['first_env_failure']}); they count as failures", soft_wrap=True)
     if summary.get("success_by_attempt"):
         solved = ", ".join(f"{k} {rate:.1%}" for k, rate in enumerate(summary["success_by_attempt"], 1))
         out.print(f"Reflexion: solved by attempt {solved} ({summary['attempts']} attempts run)")
