@@ -24,6 +24,8 @@ from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory
 from hindsight.llm.base import ModelBackend
 from hindsight.envs.remote import env_label
 from hindsight.logs import RunDir, TrajectoryWriter, read_trajectories
+from hindsight.logs.reader import iter_json_lines
+from hindsight.logs.writer import rewrite_jsonl
 from hindsight.logs.schema import SchemaError, trajectory_from_record
 from hindsight.types import SamplingParams, Trajectory
 
@@ -235,23 +237,16 @@ def keep_finished_tasks(path: Path) -> list[Trajectory]:
     a line cut short by the crash goes, and so do the attempts of a Reflexion task whose
     last attempt was never written (the task is run again whole).
     """
-    import json
-
-    records: list[tuple[str, Trajectory | None]] = []  # (line, trajectory; None for the header)
-    for line in path.read_text(encoding="utf-8").splitlines():
+    records: list[tuple[dict[str, Any], Trajectory | None]] = []  # (record, trajectory; None for the header)
+    for _, record in iter_json_lines(path):
         try:
-            record = json.loads(line)
-            if isinstance(record, dict) and record.get("kind") == "header":
-                records.append((line, None))
-            else:
-                records.append((line, trajectory_from_record(record)))
-        except (json.JSONDecodeError, SchemaError, TypeError):
+            is_header = isinstance(record, dict) and record.get("kind") == "header"
+            records.append((record, None if is_header else trajectory_from_record(record)))
+        except (SchemaError, TypeError):
             continue
     finished = {t.seed for _, t in records if t is not None and is_final_attempt(t)}
-    kept = [(line, t) for line, t in records if t is None or t.seed in finished]
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(line + "\n" for line, _ in kept), encoding="utf-8")
-    tmp.replace(path)
+    kept = [(record, t) for record, t in records if t is None or t.seed in finished]
+    rewrite_jsonl(path, [record for record, _ in kept])
     return [t for _, t in kept if t is not None]
 
 

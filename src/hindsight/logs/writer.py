@@ -36,6 +36,18 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _line(record: Mapping[str, Any]) -> str:
+    return json.dumps(_jsonable(record), ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def rewrite_jsonl(path: str | os.PathLike[str], records: list[Mapping[str, Any]]) -> None:
+    """Replace a JSON Lines file with `records`, atomically (a crash leaves the old file whole)."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(_line(record) for record in records), encoding="utf-8")
+    tmp.replace(path)
+
+
 class JsonlAppender:
     """Append-only JSON Lines file, flushed after every record."""
 
@@ -49,7 +61,7 @@ class JsonlAppender:
         return self._file.tell() == 0
 
     def write(self, record: Mapping[str, Any]) -> None:
-        self._file.write(json.dumps(_jsonable(record), ensure_ascii=False, allow_nan=False) + "\n")
+        self._file.write(_line(record))
         self._file.flush()
 
     def close(self) -> None:

@@ -29,7 +29,6 @@ evaluates and saves.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import time
@@ -40,6 +39,8 @@ from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
 from hindsight.agent.evaluate import EvalSummary, evaluate_policy, keep_finished_tasks, summarize
 from hindsight.configs import ConfigError, from_mapping
 from hindsight.logs import RunDir, read_trajectories
+from hindsight.logs.reader import iter_json_lines
+from hindsight.logs.writer import rewrite_jsonl
 from hindsight.methods.basics import EvalSettings, Schedule, TrainingBasics
 from hindsight.methods.metrics import MetricsLog, eval_metrics
 from hindsight.methods.progress import TrainingProgress
@@ -274,16 +275,7 @@ def drop_records_after(path: Path, last_step: int, step_key: str) -> None:
     """
     if not path.exists():
         return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        step = record.get(step_key) if isinstance(record, dict) else None
-        if step is None or step <= last_step:
-            kept.append(line)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-    tmp.replace(path)
+    rewrite_jsonl(path, [record for _, record in iter_json_lines(path)
+                         if not isinstance(record, dict) or record.get(step_key) is None
+                         or record[step_key] <= last_step])
 
