@@ -10,8 +10,9 @@ from omegaconf import OmegaConf  # noqa: E402
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap  # noqa: E402
 from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
+from hindsight.algos.selfguide import TrustSchedule  # noqa: E402
 from hindsight.envs import make  # noqa: E402
-from hindsight.verl.agent_loop import HindsightAgentLoop, task_row  # noqa: E402
+from hindsight.verl.agent_loop import MOVE_REQUEST, HindsightAgentLoop, SelfGuideRow, task_row  # noqa: E402
 
 SEED = 3
 
@@ -19,13 +20,15 @@ SEED = 3
 class ScriptedServer:
     """Stands in for verl's LLMServerClient: answers each generate call with the next scripted token ids."""
 
-    def __init__(self, answers):
+    def __init__(self, answers, version=None):
         self.answers = list(answers)
         self.prompts = []
+        self.version = version
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **_):
         self.prompts.append(list(prompt_ids))
-        return TokenOutput(token_ids=self.answers.pop(0), log_probs=None)
+        extra = {} if self.version is None else {"global_steps": self.version}
+        return TokenOutput(token_ids=self.answers.pop(0), log_probs=None, extra_fields=extra)
 
 
 def oracle_moves(seed):
@@ -49,13 +52,14 @@ def runs(mask, tokens):
     return out
 
 
-def play(tokenizer, answers, response_length=4096):
+def play(tokenizer, answers, response_length=4096, self_guide=None, version=None, total_steps=None):
     config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 4096,
-                                                                 "response_length": response_length}}})
-    row = task_row("frozenlake", SEED)
+                                                                 "response_length": response_length}},
+                               "trainer": {"total_training_steps": total_steps}})
+    row = task_row("frozenlake", SEED, self_guide=self_guide)
 
     async def episode():
-        server = ScriptedServer(answers)
+        server = ScriptedServer(answers, version)
         loop = HindsightAgentLoop(trainer_config=DictConfigWrap(config), server_manager=server, tokenizer=tokenizer,
                                   processor=None, dataset_cls=None, data_config=DictConfigWrap(OmegaConf.create({})),
                                   hf_model_type="llama")
@@ -101,3 +105,45 @@ def test_the_response_budget_ends_an_episode_early(bundled_tokenizer):
     row, output, server = play(bundled_tokenizer, [wander] * 50, response_length=64)
     assert len(output.response_ids) == len(output.response_mask) == 64
     assert output.extra_fields["env_success"] is False and output.reward_score < 1.0
+
+
+def self_guide_episode(tokenizer, version, total_steps=10, schedule=TrustSchedule()):
+    """The oracle's moves, each after a judgement: positive, a malformed one, then negative ones."""
+    moves = oracle_moves(SEED)
+    judgements = ["Reason: nothing done yet.\nLabel: positive", "I think it went fine."]
+    judgements += ["Reason: wasted.\nLabel: negative"] * (len(moves) - 2)
+    texts = [text for pair in zip(judgements, [f"<action>{move}</action>" for move in moves]) for text in pair]
+    answers = [encode(tokenizer, text) for text in texts]
+    guide = SelfGuideRow(guidance_reward=True, schedule=schedule)
+    row, output, server = play(tokenizer, answers, self_guide=guide, version=version, total_steps=total_steps)
+    return moves, answers, row, output
+
+
+def test_self_guide_judges_before_every_move_and_shapes_the_reward(bundled_tokenizer):
+    # Version 5 of 10 updates: the rollout of update 6, u = 0.5, where the default λ is at full weight.
+    moves, answers, row, output = self_guide_episode(bundled_tokenizer, version=5)
+    pieces = runs(output.response_mask, output.response_ids)
+    assert [ids for value, ids in pieces if value == 1] == answers  # judgements and moves both trained
+    between = [bundled_tokenizer.decode(ids) for value, ids in pieces if value == 0]
+    assert all(MOVE_REQUEST in between[k] for k in range(0, len(between), 2))
+    assert all("judge your latest step" in between[k] for k in range(1, len(between), 2))
+    assert "judge your latest step" in row["prompt"][-1]["content"]  # the first turn judges the start
+    labels = output.extra_fields["selfguide_labels"]
+    assert labels == ["positive", "neutral"] + ["negative"] * (len(moves) - 2)
+    assert output.extra_fields["selfguide_label_parse_failures"] == 1
+    assert output.extra_fields["selfguide_lambda"] == 1.0
+    assessment_sum = 0.1 - 0.1 * (len(moves) - 2)
+    assert output.extra_fields["selfguide_assessment_sum"] == pytest.approx(assessment_sum, abs=1e-9)
+    assert output.reward_score == pytest.approx(1.0 + assessment_sum, abs=1e-9)
+
+
+def test_the_guidance_weight_follows_the_servers_weight_version(bundled_tokenizer):
+    early = self_guide_episode(bundled_tokenizer, version=1)[3]  # u = 0.1: before the ramp
+    assert early.extra_fields["selfguide_lambda"] == 0.0 and early.reward_score == 1.0
+    ramp = self_guide_episode(bundled_tokenizer, version=9, schedule=TrustSchedule(0.0, 1.0, 1.0, 1.0))[3]
+    assert ramp.extra_fields["selfguide_lambda"] == pytest.approx(0.9, abs=1e-9)
+
+
+def test_the_guidance_reward_needs_the_runs_length(bundled_tokenizer):
+    with pytest.raises(ValueError, match="total_training_steps"):
+        self_guide_episode(bundled_tokenizer, version=0, total_steps=None)

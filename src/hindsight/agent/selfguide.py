@@ -31,14 +31,15 @@ SYSTEM = (
     "from what it changed."
 )
 
-REQUEST = (
-    "Task:\n{instruction}\n\nStarting situation:\n{start}\n\nSteps so far:\n{steps}\n\n"
-    "{question}\n"
+# What the labels mean and how to answer; shared by the engine's request and verl's in-conversation one.
+RUBRIC = (
     "Use positive when the step clearly brought the task closer to done or found something needed later; "
     "neutral when it neither helped nor hurt; negative when it wasted a move, undid progress, was refused "
     "or left the agent stuck.\n"
     "Answer in exactly two lines:\nReason: <one short sentence>\nLabel: <negative, neutral or positive>"
 )
+
+REQUEST = "Task:\n{instruction}\n\nStarting situation:\n{start}\n\nSteps so far:\n{steps}\n\n{question}\n" + RUBRIC
 
 FIRST_TURN_QUESTION = "No step has been taken yet. Judge the starting situation: is the task still open?"
 LATER_QUESTION = "Judge step {number}, the latest one."
