@@ -56,3 +56,20 @@ def write_jsonl(path: Path, records: Sequence[Any], *, raw_lines: Sequence[str] 
         for line in raw_lines:
             handle.write(line + "\n")
     return path
+
+
+def walk_trajectory(states: Sequence[str], actions: Sequence[str], *, success: bool, invalid: Sequence[int] = (),
+                    env: str = "toy", max_steps: int | None = None, seed: int = 0, **meta: Any):
+    """An in-memory `Trajectory` that walks the given states (the state before each action)."""
+    from hindsight.types import Step, Trajectory
+
+    steps = tuple(
+        Step(index=i, observation=f"at {state}", state_key=state, raw=f"<action>{action}</action>", action=action,
+             analysis=None, valid=i not in invalid, reward=0.0, score=0.0, feedback="")
+        for i, (state, action) in enumerate(zip(states, actions))
+    )
+    env_kwargs = {} if max_steps is None else {"max_steps": max_steps}
+    return Trajectory(env=env, seed=seed, instruction="walk", steps=steps, final_observation="end",
+                      final_state_key="end", success=success, score=float(success), terminated=True,
+                      truncated=False, split="train", id=f"{env}:{seed}:{len(states)}", env_kwargs=env_kwargs,
+                      meta=meta)

@@ -36,6 +36,7 @@ def test_a_round_without_verification_trains_dpo_on_prm_pairs(tiny_model_dir, tm
         pairs = [json.loads(line) for line in (run / f"round-{r}" / "pairs.jsonl").read_text().splitlines()]
         assert row["cso/pairs"] == len(pairs) > 0 and row["cso/failed_trajectories"] == 2
         assert row["cso/branched"] == 0 and row["cso/candidates"] > 0
+        assert row["tide/auv"] == 0.0 and 0.0 <= row["tide/loop_ratio"] <= 1.0  # every rollout failed
         assert row["dpo/optimizer_steps"] >= 1 and row["dpo/first_loss"] == pytest.approx(0.6931, abs=1e-3)
         assert all(p["round"] == r and p["branch"] is None and p["chosen"] != p["rejected"] for p in pairs)
     # DPO moved the policy adapter between rounds (the reference is the round's starting policy).

@@ -13,6 +13,7 @@ import torch
 
 from hindsight import logs
 from hindsight.configs import ConfigError, load_config
+from hindsight.diagnostics.live import live_tide
 from hindsight.methods.grpo import GRPOConfig, train_grpo
 from hindsight.methods.sft import SFTConfig, train_sft
 from hindsight.train.checkpoint import list_checkpoints
@@ -94,6 +95,11 @@ def test_grpo_loop_logs_checkpoints_and_evaluates(tiny_model_dir, tmp_path):
     for update in (1, 2):
         group = [t["grpo"]["advantage"] for t in train if t["update"] == update][:2]
         assert abs(sum(group)) < 1e-5  # advantages are centred within a group
+        # The live TIDE numbers are those of the update's own logged rollouts.
+        rollouts = [logs.trajectory_from_record(t) for t in train if t["update"] == update]
+        assert rows[update]["tide/auv"] == pytest.approx(live_tide(rollouts).auv)
+        assert rows[update]["tide/loop_ratio"] == pytest.approx(live_tide(rollouts).loop_ratio)
+        assert rows[update]["tide/invalid_rate"] == pytest.approx(live_tide(rollouts).invalid_rate)
     assert [c.step for c in list_checkpoints(run)] == [1, 2]
 
 

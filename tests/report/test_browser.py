@@ -73,3 +73,23 @@ def test_a_broken_page_is_caught(tmp_path):
     dom = dump_dom(page, tmp_path / "profile")
     assert attribute(dom, "html", "data-js-errors")
     assert 'data-ready="0"' in viewer_tag(dom)
+
+
+def test_training_section_renders_and_its_boxes_hide_runs(tmp_path):
+    from .training_runs import grpo_seeds
+
+    out = tmp_path / "report"
+    grpo_seeds(tmp_path / "runs", [(0.2, 0.4, 0.9), (0.6, 0.0, 0.5)], auvs=[(0.1, 0.2, 0.3), (0.3, 0.1, 0.2)])
+    assert main(["report", str(tmp_path / "runs"), "-o", str(out)]) == 0
+    page = out / "index.html"
+    # Untick the first run's box as a user would, after the page's own scripts ran.
+    untick = ("<script>var box = document.querySelector('input[data-toggle-run=\"run-0\"]'); box.checked = false;"
+              "box.dispatchEvent(new Event('change'));</script></body>")
+    page.write_text(page.read_text(encoding="utf-8").replace("</body>", untick), encoding="utf-8")
+    dom = dump_dom(page, tmp_path / "profile")
+    assert attribute(dom, "html", "data-js-errors") is None
+    assert 'data-ready="1"' in re.search(r'<section id="training"[^>]*>', dom).group(0)
+    hidden = re.findall(r'<polyline[^>]*class="run-line hidden-run"[^>]*data-run="run-(\d)"', dom)
+    shown = re.findall(r'<polyline[^>]*class="run-line"[^>]*data-run="run-(\d)"', dom)
+    # Each chart (success, return, loss, KL, clip fraction, TIDE success, AUV) hides run 0 and keeps run 1.
+    assert set(hidden) == {"0"} and set(shown) == {"1"} and len(hidden) == len(shown) == 7

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, TextIO
+from pathlib import Path
+from typing import Any, Collection, TextIO
 
 from hindsight.cli.main import CLIError
 
@@ -69,11 +70,13 @@ def options_from_args(args: argparse.Namespace):
                            equality=make_equality(args.state, args.cosine))
 
 
-def diagnose_paths(args: argparse.Namespace, keep: int = 0, err: TextIO | None = None):
+def diagnose_paths(args: argparse.Namespace, keep: int = 0, err: TextIO | None = None,
+                   covered: Collection[Path] = ()):
     """Discover and diagnose the runs named on the command line.
 
     Returns (diagnosed sources, number of runs with nothing readable). Problems are
-    written to `err` as they are found.
+    written to `err` as they are found. A source whose path is in `covered` (a training run
+    the report draws from its metrics) is not counted or named when it has no trajectory.
     """
     from hindsight.diagnostics import diagnose_source, discover_runs
 
@@ -101,6 +104,8 @@ def diagnose_paths(args: argparse.Namespace, keep: int = 0, err: TextIO | None =
         if shown > MAX_ISSUES_SHOWN:
             print(f"hindsight: skipped {shown - MAX_ISSUES_SHOWN} more lines of {source.path}", file=err)
         if not result.runs:
+            if source.path in covered:
+                continue
             empty += 1
             why = "no trajectory files" if not source.files else "no readable trajectories"
             print(f"hindsight: {source.path}: {why} (empty run); nothing to diagnose", file=err)

@@ -3,12 +3,14 @@
 Nothing here imports torch, transformers or numpy; diagnosing a log needs only the log.
 Entry points: `discover_runs` + `diagnose_source` for logs on disk, `RunAccumulator` or
 `diagnose_trajectory` for views in memory (`hindsight.logs.importers.view_from_trajectory`
-turns a `Trajectory` into one).
+turns a `Trajectory` into one), and `live_tide` for the `tide/…` metrics a training update
+logs about its own rollouts.
 """
 
 from hindsight.diagnostics.curves import DEFAULT_T_MAX, auv, success_curve, trajectory_auv
 from hindsight.diagnostics.equality import EQUALITIES, EmbeddingCosine, ExactState, NormalisedText, make_equality
 from hindsight.diagnostics.hooks import EnvHooks, hooks_for, register_hooks
+from hindsight.diagnostics.live import LiveTide, live_tide, live_tide_metrics
 from hindsight.diagnostics.loops import (
     LOOP_VARIANTS, OFFICIAL, PAPER, LoopSummary, loop_mask, official_loop_mask, paper_loop_mask, summarise_loops,
 )
@@ -23,9 +25,10 @@ from hindsight.diagnostics.taxonomy import TaxonomyThresholds, classify
 __all__ = [
     "DEFAULT_T_MAX", "EQUALITIES", "LOOP_VARIANTS", "OFFICIAL", "PAPER",
     "CategoryShare", "DiagnoseOptions", "DiagnosedRun", "EmbeddingCosine", "EnvHooks", "ExactState", "LoopSummary",
-    "MemoryGroup", "NormalisedText", "RunAccumulator", "RunDiagnosis", "RunSource", "TaxonomyThresholds",
+    "LiveTide", "MemoryGroup", "NormalisedText", "RunAccumulator", "RunDiagnosis", "RunSource", "TaxonomyThresholds",
     "TrajectoryDiagnosis",
-    "auv", "classify", "diagnose_source", "diagnose_trajectory", "discover_runs", "hooks_for", "loop_mask",
+    "auv", "classify", "diagnose_source", "diagnose_trajectory", "discover_runs", "hooks_for", "live_tide",
+    "live_tide_metrics", "loop_mask",
     "make_equality", "memory_groups", "memory_index", "memory_index_by_label", "official_loop_mask",
     "paper_loop_mask", "recall_distances", "register_hooks", "success_curve", "summarise_loops", "trajectory_auv",
 ]

@@ -20,13 +20,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from hindsight.diagnostics.curves import DEFAULT_T_MAX
 from hindsight.diagnostics.hooks import known_env_ids
 from hindsight.diagnostics.summary import DiagnoseOptions, KeptTrajectory, RunAccumulator, RunDiagnosis
 from hindsight.logs.importers import detect_format, normalise_env_id, read_views
 from hindsight.logs.reader import LogIssue, iter_json_lines, trajectory_files
+
+#: A dataclass with a `label` and a `path` (a run source, a training log).
+Labelled = TypeVar("Labelled")
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,8 @@ def _has_logs(folder: Path) -> bool:
     return any(_is_log(p) for p in folder.iterdir())
 
 
-def _read_config(folder: Path) -> Mapping[str, Any]:
+def read_run_config(folder: Path) -> Mapping[str, Any]:
+    """The run's `config.yaml` as a mapping; empty when it is missing or unreadable."""
     target = folder / "config.yaml"
     if not target.is_file():
         return {}
@@ -148,7 +152,7 @@ def discover_runs(paths: Iterable[str | os.PathLike[str]]) -> list[RunSource]:
                 sources.extend(_source(child) for child in children)
                 continue
         sources.append(_source(path))
-    _disambiguate(sources)
+    disambiguate(sources)
     return sources
 
 
@@ -161,19 +165,20 @@ def _source(path: Path) -> RunSource:
         folder = path
         files = tuple(trajectory_files(path))
         label = path.name
-    info = _from_config(_read_config(folder))
+    info = _from_config(read_run_config(folder))
     env = info["env"] or env_from_path(path)
     return RunSource(path=path, label=label, files=files, env=env, model=info["model"], memory=info["memory"],
                      max_steps=info["max_steps"], env_kwargs=info["env_kwargs"])
 
 
-def _disambiguate(sources: list[RunSource]) -> None:
+def disambiguate(items: list[Labelled]) -> None:
+    """Give every item whose label another one shares its full path as label (in place)."""
     seen: dict[str, int] = {}
-    for s in sources:
+    for s in items:
         seen[s.label] = seen.get(s.label, 0) + 1
-    for k, s in enumerate(sources):
+    for k, s in enumerate(items):
         if seen[s.label] > 1:
-            sources[k] = replace(s, label=str(s.path))
+            items[k] = replace(s, label=str(s.path))  # type: ignore[type-var]
 
 
 def _file_format(file: Path) -> str | None:

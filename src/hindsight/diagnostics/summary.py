@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from hindsight.diagnostics.curves import auv, success_curve, trajectory_auv
 from hindsight.diagnostics.equality import ExactState, StateEquality
@@ -106,6 +106,24 @@ def diagnose_trajectory(
         recall=recall,
     )
     return diagnosis, mask
+
+
+def choose_t_max(
+    given: int | None, hooks: EnvHooks, max_steps: int | None, lengths: Iterable[int]
+) -> tuple[int, str]:
+    """The AUV horizon and where it came from (the order is the module docstring's).
+
+    Shared by the offline diagnosis and the live `tide/…` training metrics, so that a
+    training update's AUV and `hindsight diagnose` on the same trajectories agree.
+    """
+    if given is not None:
+        return given, "given"
+    if hooks.t_max is not None:
+        return hooks.t_max, f"TIDE default for {hooks.env_id}"
+    if max_steps:
+        return int(max_steps), "the run's max_steps"
+    longest = max(lengths, default=1)
+    return max(longest, 1), "longest trajectory (no default for this environment)"
 
 
 @dataclass(frozen=True)
@@ -244,14 +262,7 @@ class RunAccumulator:
         return [kept for part in parts for kept in part]
 
     def _t_max(self, max_steps: int | None) -> tuple[int, str]:
-        if self.options.t_max is not None:
-            return self.options.t_max, "given"
-        if self.hooks.t_max is not None:
-            return self.hooks.t_max, f"TIDE default for {self.hooks.env_id}"
-        if max_steps:
-            return int(max_steps), "the run's max_steps"
-        longest = max((r.length for r in self.results), default=1)
-        return max(longest, 1), "longest trajectory (no default for this environment)"
+        return choose_t_max(self.options.t_max, self.hooks, max_steps, (r.length for r in self.results))
 
     def finish(
         self,
@@ -324,5 +335,5 @@ def trajectory_points(run: RunDiagnosis) -> list[tuple[float, float]]:
 
 __all__ = [
     "CategoryShare", "DiagnoseOptions", "KeptTrajectory", "RunAccumulator", "RunDiagnosis", "TrajectoryDiagnosis",
-    "diagnose_trajectory", "summarise_loops", "summarise_loops_from_counts", "trajectory_points",
+    "choose_t_max", "diagnose_trajectory", "summarise_loops", "summarise_loops_from_counts", "trajectory_points",
 ]

@@ -1,12 +1,14 @@
 """Run directories and the trajectory log format."""
 
 from hindsight.logs.importers import TrajectoryView, detect_format, import_trajectories, read_views
-from hindsight.logs.reader import LogIssue, iter_json_lines, read_metrics, read_trajectories, trajectory_files
+from hindsight.logs.reader import (
+    LogIssue, iter_json_lines, iter_metric_rows, read_metrics, read_trajectories, trajectory_files,
+)
 from hindsight.logs.schema import FORMAT, VERSION, SchemaError, trajectory_from_record, trajectory_to_record
 from hindsight.logs.writer import JsonlAppender, RunDir, TrajectoryWriter
 
 __all__ = [
     "FORMAT", "VERSION", "JsonlAppender", "LogIssue", "RunDir", "SchemaError", "TrajectoryView", "TrajectoryWriter",
-    "detect_format", "import_trajectories", "iter_json_lines", "read_metrics", "read_trajectories", "read_views",
-    "trajectory_files", "trajectory_from_record", "trajectory_to_record",
+    "detect_format", "import_trajectories", "iter_json_lines", "iter_metric_rows", "read_metrics", "read_trajectories",
+    "read_views", "trajectory_files", "trajectory_from_record", "trajectory_to_record",
 ]

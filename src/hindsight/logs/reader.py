@@ -32,6 +32,9 @@ class LogIssue:
 
 IssueHandler = Callable[[LogIssue], None]
 
+#: The per-update metric rows of a training run (`read_metrics`).
+METRICS_FILE = "metrics.jsonl"
+
 
 def _ignore(issue: LogIssue) -> None:
     pass
@@ -53,7 +56,8 @@ def trajectory_files(path: str | os.PathLike[str]) -> list[Path]:
     if not path.exists():
         raise FileNotFoundError(f"no such file or directory: {path}")
     folder = path / "trajectories" if (path / "trajectories").is_dir() else path
-    return sorted(p for p in folder.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz")))
+    # A training run's metrics log sits beside its trajectories; it is never one of them.
+    return sorted(p for p in folder.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz")) and p.name != METRICS_FILE)
 
 
 def iter_json_lines(path: str | os.PathLike[str], on_issue: IssueHandler = _ignore) -> Iterator[tuple[int, Any]]:
@@ -77,23 +81,31 @@ def iter_json_lines(path: str | os.PathLike[str], on_issue: IssueHandler = _igno
                 on_issue(LogIssue(str(path), line_number, f"invalid JSON ({exc.msg})"))
 
 
-def read_metrics(run: str | os.PathLike[str], on_issue: IssueHandler = _ignore) -> list[dict[str, Any]]:
-    """The rows of a training run's `metrics.jsonl` (a run directory or the file), in order.
+def metrics_path(run: str | os.PathLike[str]) -> Path:
+    """The `metrics.jsonl` of a run directory (or the file itself)."""
+    path = Path(run)
+    return path / METRICS_FILE if path.is_dir() else path
+
+
+def iter_metric_rows(run: str | os.PathLike[str], on_issue: IssueHandler = _ignore) -> Iterator[tuple[int, dict]]:
+    """(line number, row) for each row of a training run's `metrics.jsonl`, in order.
 
     A broken line (a crash mid-write) is reported to `on_issue` and skipped, as is a line
-    that is not a JSON object.
+    that is not a JSON object. The line numbers let a caller report rows it rejects itself.
     """
-    path = Path(run)
-    path = path / "metrics.jsonl" if path.is_dir() else path
+    path = metrics_path(run)
     if not path.exists():
         raise FileNotFoundError(f"no metrics log at {path}")
-    rows = []
     for line_number, row in iter_json_lines(path, on_issue):
         if isinstance(row, dict):
-            rows.append(row)
+            yield line_number, row
         else:
             on_issue(LogIssue(str(path), line_number, "not a JSON object"))
-    return rows
+
+
+def read_metrics(run: str | os.PathLike[str], on_issue: IssueHandler = _ignore) -> list[dict[str, Any]]:
+    """The rows of a training run's `metrics.jsonl` (a run directory or the file), in order (see `iter_metric_rows`)."""
+    return [row for _, row in iter_metric_rows(run, on_issue)]
 
 
 def read_trajectories(path: str | os.PathLike[str], on_issue: IssueHandler = _ignore) -> Iterator[Trajectory]:

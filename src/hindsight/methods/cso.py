@@ -12,7 +12,8 @@ One round, read top to bottom (repeated `rounds` times, each from the policy the
     pairs     (s_t, chosen = verified alternative, rejected = the policy's action at t),
               JSONL with provenance (round-N/pairs.jsonl)
     DPO       TRL's DPOTrainer, β = 0.5, reference = the policy at the start of the round
-    log       the funnel (steps, candidates, verified, pairs, share supervised) and DPO's numbers
+    log       the funnel (steps, candidates, verified, pairs, share supervised), `tide/…` of the
+              round's rollouts, and DPO's numbers
 
 `method: step-dpo` and `method: ipr` are the paper's step-level baselines on the same stages:
 Step-DPO pairs the PRM's best alternative with the policy's action at every step (nothing is
@@ -43,6 +44,7 @@ from hindsight.agent.evaluate import summarize
 from hindsight.agent.prm import JudgePRM, OraclePRM, ProcessRewardModel
 from hindsight.algos.cso import EXPERT_POLICY, GAMMA_HIGH, GAMMA_LOW, PAIR_SOURCES, POLICY_POLICY, check_thresholds
 from hindsight.configs import option
+from hindsight.diagnostics.live import live_tide_metrics
 from hindsight.logs import trajectory_from_record, trajectory_to_record
 from hindsight.methods.lifecycle import TrainingRun
 from hindsight.methods.preference import PreferenceBasics, RoundFiles, frozen_role
@@ -189,7 +191,7 @@ def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Pa
                               verified_only=config.verification, high=config.gamma_high)
 
         pairs = files.cached("pairs", pairs_of_round, lambda pair: {**pair, "round": r}, dict)
-        row = funnel(rollouts, failures, scored, picks, branches, pairs)
+        row = {**funnel(rollouts, failures, scored, picks, branches, pairs), **live_tide_metrics(rollouts)}
         collect_s = time.perf_counter() - started
 
         run.phase("dpo")

@@ -16,7 +16,7 @@ One update, top to bottom (the paper's Algorithm 1):
              and schedule, the clipped GRPO objective and the k3 KL to the base model or,
              with kl_reference: init, to the weights each role started from; the
              same batch, the same step
-    log      metrics.jsonl row; every refinement with its `echo` object (train.jsonl);
+    log      metrics.jsonl row (`tide/…` over the refinements); every refinement with its `echo` object (train.jsonl);
              the initial attempts (initial.jsonl)
     eval     the policy alone on the validation split, optionally followed by one
              critique-and-refine round (`eval_with_critic`)
@@ -52,6 +52,7 @@ from hindsight.agent.prompts import PromptBuilder
 from hindsight.algos.echo import Gain, critic_rewards, improvement_rate, mean_gain, near_ceiling_improvements
 from hindsight.algos.grpo import group_advantages, nonzero_variance_groups
 from hindsight.configs import option
+from hindsight.diagnostics.live import live_tide_metrics
 from hindsight.logs import RunDir, read_trajectories
 from hindsight.methods.basics import EvalSettings, PolicyGradientBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun, evaluate_trainable
@@ -365,6 +366,8 @@ def train_echo(config: ECHOConfig, out: str | Path, *, resume: bool = False) -> 
             "rollout/refined_invalid_rate": refined_summary.invalid_rate,
             "rollout/zero_variance_groups": float((~nonzero_variance_groups(scores.refined)).float().mean()),
             "rollout/env_steps": run.env_steps,
+            # The trajectories trained on (and written to train.jsonl): the refinements.
+            **live_tide_metrics(t for group in refinements for t in group),
             "echo/improvement_rate": improvement_rate(scores.initial, scores.refined),
             # A regression is an improvement of the negated scores.
             "echo/regression_rate": improvement_rate(-scores.initial, -scores.refined),

@@ -16,7 +16,8 @@ One update, top to bottom:
             each trajectory's tokens, then over trajectories (`aggregation`); k3 KL to the
             base model (adapters off) or the init policy (kl_reference) when kl_coef > 0
     step    AdamW, gradient clipping
-    log     metrics.jsonl row, trajectories with their advantages
+    log     metrics.jsonl row (with `tide/…`: TIDE's AUV, loop and invalid rates of these rollouts),
+            trajectories with their advantages
     eval    validation split every `eval_every` updates  } the run lifecycle
     save    checkpoint every `checkpoint_every` updates   } (methods/lifecycle.py)
 
@@ -39,6 +40,7 @@ from hindsight.agent.evaluate import summarize
 from hindsight.algos.grpo import group_advantages, nonzero_variance_groups
 from hindsight.algos.selfguide import TrustSchedule, shaped_return, update_progress
 from hindsight.configs import option
+from hindsight.diagnostics.live import live_tide_metrics
 from hindsight.methods.basics import PolicyGradientBasics
 from hindsight.methods.lifecycle import TrainingRun
 from hindsight.methods.metrics import update_metrics
@@ -178,6 +180,7 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
             "rollout/zero_variance_groups": float((~nonzero_variance_groups(returns)).float().mean()),
             "rollout/env_steps": run.env_steps,
             **({"rollout/refills": refills} if config.dynamic_sampling else {}),
+            **live_tide_metrics(trajectories),
             "timing/rollout_s": rollout_s,
             "timing/update_s": update_s,
         }

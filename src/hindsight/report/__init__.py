@@ -1,7 +1,8 @@
-"""Static HTML reports over diagnosed runs (`hindsight report`).
+"""Static HTML reports over diagnosed runs and training runs (`hindsight report`).
 
-`write_report` renders diagnosed runs into ``OUT/index.html``: one self-contained file
-with inline SVG charts and a small viewer script, readable offline and safe to share.
+`write_report` renders diagnosed runs, and the learning curves of training runs
+(`read_training_logs`), into ``OUT/index.html``: one self-contained file with inline SVG
+charts and small scripts, readable offline and safe to share.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Sequence
 from hindsight.diagnostics.memory import memory_groups, memory_index_by_label
 from hindsight.diagnostics.runs import DiagnosedRun
 from hindsight.report.html import ReportRun, render_report
+from hindsight.report.training import TrainingLog, read_training_logs
 
 REPORT_FILE = "index.html"
 
@@ -32,16 +34,18 @@ def report_runs(diagnosed: Sequence[DiagnosedRun]) -> tuple[list[ReportRun], lis
 
 
 def write_report(diagnosed: Sequence[DiagnosedRun], out_dir: str | os.PathLike[str], *, title: str = "Hindsight report",
-                 inputs: Sequence[str] = ()) -> Path:
-    """Write OUT/index.html for the diagnosed runs and return its path."""
+                 inputs: Sequence[str] = (), training: Sequence[TrainingLog] = (), overlay: str = "config") -> Path:
+    """Write OUT/index.html for the diagnosed runs and the training runs, and return its path."""
     entries, groups = report_runs(diagnosed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     target = out / REPORT_FILE
     tmp = target.with_suffix(".html.tmp")
-    tmp.write_text(render_report(entries, groups, title=title, inputs=inputs), encoding="utf-8")
+    page = render_report(entries, groups, title=title, inputs=inputs, training=training, overlay=overlay)
+    tmp.write_text(page, encoding="utf-8")
     os.replace(tmp, target)
     return target
 
 
-__all__ = ["REPORT_FILE", "ReportRun", "render_report", "report_runs", "write_report"]
+__all__ = ["REPORT_FILE", "ReportRun", "TrainingLog", "read_training_logs", "render_report", "report_runs",
+           "write_report"]

@@ -1,8 +1,10 @@
 """The static HTML report: one self-contained file, no network, no external assets.
 
-Sections: a summary table of every run; per environment the P_t curves, a radar chart
-across runs and an LR-vs-AUV scatter; AUV against the memory window where runs of one
-sweep are present; and a trajectory viewer with loop steps highlighted.
+Sections: for training runs, the Training section (`report.training_html`: learning curves,
+live TIDE diagnostics, each method's panel); for diagnosed runs, a summary table of every
+run; per environment the P_t curves, a radar chart across runs and an LR-vs-AUV scatter;
+AUV against the memory window where runs of one sweep are present; and a trajectory viewer
+with loop steps highlighted.
 
 Escaping is the report's security boundary, because model outputs are arbitrary text:
 static HTML text goes through `esc`; trajectory text travels as JSON inside a
@@ -25,6 +27,8 @@ from hindsight.diagnostics.summary import KeptTrajectory, RunDiagnosis
 from hindsight.report.svg import (
     Series, bar_chart, color, esc, legend, line_chart, min_max_normalise, radar_chart, scatter_chart,
 )
+from hindsight.report.training import TrainingLog
+from hindsight.report.training_html import training_section
 
 #: Longest text of one field shown in the viewer; the rest is cut with a note.
 MAX_FIELD_CHARS = 2000
@@ -240,6 +244,8 @@ tr.invalid td:nth-child(4){color:#b00020;font-weight:600}
 details summary{cursor:pointer;color:#555}
 .tag{display:inline-block;background:#eee;border-radius:3px;padding:0 5px;margin-right:4px;font-size:12px}
 .notes li{margin-bottom:4px}
+h3{font-size:15px;margin:20px 0 6px} table.training td:nth-child(-n+5){text-align:left}
+.hidden-run{display:none}
 """
 
 _ERROR_HOOK = """
@@ -361,33 +367,13 @@ _VIEWER = r"""
 """
 
 
-def render_report(runs: Sequence[ReportRun], groups: Sequence[MemoryGroup], *, title: str = "Hindsight report",
-                  inputs: Sequence[str] = (), generated: datetime | None = None) -> str:
-    """The complete HTML document."""
-    generated = generated or datetime.now(timezone.utc)
+def _evaluation_sections(runs: Sequence[ReportRun], groups: Sequence[MemoryGroup]) -> str:
+    """Summary, per-environment charts, memory windows and the trajectory viewer of the diagnosed runs."""
     by_env: dict[str, list[tuple[int, ReportRun]]] = {}
     for k, entry in enumerate(runs):
         by_env.setdefault(entry.run.env or "unknown", []).append((k, entry))
     env_sections = "".join(_env_section(env, entries) for env, entries in by_env.items())
-    inputs_html = "".join(f"<li><code>{esc(p)}</code></li>" for p in inputs)
-    variants = sorted({e.run.loops.variant for e in runs})
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy"
-      content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
-<title>{esc(title)}</title>
-<script>{_ERROR_HOOK}</script>
-<style>{_STYLE}</style>
-</head>
-<body>
-<h1>{esc(title)}</h1>
-<p class="meta">Generated {esc(generated.strftime("%Y-%m-%d %H:%M UTC"))} from {len(runs)} run(s);
-loop finder: {esc(", ".join(variants))}.</p>
-<details><summary>inputs</summary><ul>{inputs_html}</ul></details>
-
+    return f"""
 <h2>Summary</h2>
 {_summary_table(runs)}
 <ul class="notes">
@@ -420,6 +406,36 @@ and environment.</li>
 </section>
 <script type="application/json" id="viewer-data">{script_json(viewer_data(runs))}</script>
 <script>{_VIEWER}</script>
+"""
+
+
+def render_report(runs: Sequence[ReportRun], groups: Sequence[MemoryGroup], *, title: str = "Hindsight report",
+                  inputs: Sequence[str] = (), generated: datetime | None = None,
+                  training: Sequence[TrainingLog] = (), overlay: str = "config") -> str:
+    """The complete HTML document: the Training section when training runs are given, then the
+    evaluation diagnostics when diagnosed runs are (a page always has at least one of the two)."""
+    generated = generated or datetime.now(timezone.utc)
+    inputs_html = "".join(f"<li><code>{esc(p)}</code></li>" for p in inputs)
+    variants = sorted({e.run.loops.variant for e in runs})
+    trained = f" and {len(training)} training run(s)" if training else ""
+    finder = f";\nloop finder: {esc(', '.join(variants))}" if variants else ""
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy"
+      content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<title>{esc(title)}</title>
+<script>{_ERROR_HOOK}</script>
+<style>{_STYLE}</style>
+</head>
+<body>
+<h1>{esc(title)}</h1>
+<p class="meta">Generated {esc(generated.strftime("%Y-%m-%d %H:%M UTC"))} from {len(runs)} run(s){trained}{finder}.</p>
+<details><summary>inputs</summary><ul>{inputs_html}</ul></details>
+{training_section(training, overlay)}
+{_evaluation_sections(runs, groups) if runs else ""}
 </body>
 </html>
 """

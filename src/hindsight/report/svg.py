@@ -29,9 +29,12 @@ def color(k: int) -> str:
 
 @dataclass(frozen=True)
 class Series:
+    """A labelled line or point set; `key` tags its SVG element (`data-run`) so a page can show or hide it."""
+
     label: str
     points: tuple[tuple[float, float], ...]
     color: str
+    key: str = ""
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,36 @@ def _svg(width: int, height: int, title: str, body: list[str]) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
         f'role="img" aria-label="{esc(title)}"><title>{esc(title)}</title>' + "".join(body) + "</svg>"
     )
+
+
+def _num(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def _data_points(points: Sequence[tuple[float, float]]) -> str:
+    """The plotted values as `data-x` / `data-y` attributes, so tools and tests can read a chart's data."""
+    return (f'data-x="{" ".join(_num(x) for x, _ in points)}" '
+            f'data-y="{" ".join(_num(y) for _, y in points)}"')
+
+
+def update_ticks(low: float, high: float, count: int = 6) -> list[tuple[float, str]]:
+    """Ticks for an axis of update numbers: whole numbers only, since there is no update 1.5."""
+    ticks = [t for t in nice_ticks(low, high, count) if float(t).is_integer()]
+    if len(ticks) < 2:
+        ticks = [float(t) for t in range(math.ceil(low), math.floor(high) + 1)] or [low]
+    return [(t, _fmt_tick(t)) for t in ticks]
+
+
+def auto_range(values: Sequence[float]) -> tuple[float, float]:
+    """A y range around the values with a little room on both sides (a flat series gets a band around it)."""
+    if not values:
+        return 0.0, 1.0
+    low, high = min(values), max(values)
+    if high - low <= 1e-12 * max(1.0, abs(high)):
+        pad = max(abs(high) * 0.1, 1e-9) if high else 0.1
+        return low - pad, high + pad
+    pad = (high - low) * 0.06
+    return low - pad, high + pad
 
 
 def line_chart(
@@ -270,3 +303,152 @@ def legend(entries: Sequence[tuple[str, str]]) -> str:
         f'<li><span class="swatch" style="background:{c}"></span>{esc(label)}</li>' for label, c in entries
     )
     return f'<ul class="legend">{items}</ul>'
+
+
+@dataclass(frozen=True)
+class Band:
+    """One curve of a band chart: a mean line over x, the spread [low, high] shaded under it, and
+    the runs it was averaged from (`members`, drawn thin). `key` tags the mean line like a member's
+    when the band stands for a single run, so hiding that run hides its line."""
+
+    label: str
+    color: str
+    xs: tuple[float, ...]
+    mean: tuple[float, ...]
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+    members: tuple[Series, ...] = ()
+    key: str = ""
+
+    @property
+    def points(self) -> tuple[tuple[float, float], ...]:
+        return tuple(zip(self.xs, self.mean))
+
+
+#: Mean lines with at most this many points also get a dot per point (a single point has no line).
+MARKER_LIMIT = 40
+
+
+def _polyline(frame: Frame, points: Sequence[tuple[float, float]], colour: str, label: str, *, width: float,
+              css: str, extra: str = "") -> str:
+    path = " ".join(f"{frame.x(x):.1f},{frame.y(y):.1f}" for x, y in points)
+    return (f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="{width}" class="{css}" '
+            f'{extra}{_data_points(points)}><title>{esc(label)}</title></polyline>')
+
+
+def _band_polygon(frame: Frame, band: Band) -> str:
+    upper = [f"{frame.x(x):.1f},{frame.y(y):.1f}" for x, y in zip(band.xs, band.high)]
+    lower = [f"{frame.x(x):.1f},{frame.y(y):.1f}" for x, y in zip(reversed(band.xs), reversed(band.low))]
+    return (f'<polygon points="{" ".join(upper + lower)}" fill="{band.color}" fill-opacity="0.18" stroke="none" '
+            f'class="band" data-label="{esc(band.label)}" data-x="{" ".join(map(_num, band.xs))}" '
+            f'data-low="{" ".join(map(_num, band.low))}" data-high="{" ".join(map(_num, band.high))}">'
+            f"<title>{esc(band.label)}: min–max over runs</title></polygon>")
+
+
+def band_chart(
+    bands: Sequence[Band],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    y_range: tuple[float, float] | None = None,
+    width: int = 460,
+    height: int = 280,
+) -> str:
+    """Mean lines with their spread shaded and their runs drawn thin; the y range fits the data unless given."""
+    values = [v for b in bands for v in (*b.mean, *b.low, *b.high)]
+    values += [y for b in bands for m in b.members for _, y in m.points]
+    y_range = y_range or auto_range(values)
+    xs = [x for b in bands for x in b.xs] + [x for b in bands for m in b.members for x, _ in m.points]
+    xs = xs or [0.0, 1.0]
+    frame = Frame(width, height, 60, 12, 12, 40, min(xs), max(xs), *y_range)
+    body = _axes(frame, update_ticks(frame.x_min, frame.x_max), nice_ticks(*y_range, 5), x_label, y_label)
+    for band in bands:
+        if band.members and any(h - lo > 0 for lo, h in zip(band.low, band.high)):
+            body.append(_band_polygon(frame, band))
+    for band in bands:
+        for member in band.members:
+            if member.points:
+                body.append(_polyline(frame, member.points, member.color, member.label, width=1, css="run-line",
+                                      extra=f'stroke-opacity="0.55" data-run="{esc(member.key)}" '))
+    for band in bands:
+        if not band.xs:
+            continue
+        run = f'data-run="{esc(band.key)}" ' if band.key else ""
+        body.append(_polyline(frame, band.points, band.color, band.label, width=2.2, css="mean",
+                              extra=f'data-label="{esc(band.label)}" {run}'))
+        if len(band.xs) <= MARKER_LIMIT:
+            for x, y in band.points:
+                body.append(f'<circle cx="{frame.x(x):.1f}" cy="{frame.y(y):.1f}" r="2.8" fill="{band.color}" '
+                            f'{run}><title>{esc(band.label)} · {_num(x)}: {y:.4g}</title></circle>')
+    return _svg(width, height, title, body)
+
+
+def heatmap_chart(
+    counts: Sequence[Sequence[int]],
+    edges: Sequence[float],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    colour: str = PALETTE[0],
+    size: int = 300,
+) -> str:
+    """Counts on a square grid (counts[i][j]: x bin i, y bin j, bin edges shared by both axes),
+    with the diagonal y = x dashed: cells above it are pairs where y exceeds x."""
+    low, high = edges[0], edges[-1]
+    frame = Frame(size + 60, size + 52, 48, 12, 12, 40, low, high, low, high)
+    ticks = nice_ticks(low, high, 5)
+    body = _axes(frame, [(t, _fmt_tick(t)) for t in ticks], ticks, x_label, y_label)
+    top = max((c for row in counts for c in row), default=0) or 1
+    for i, row in enumerate(counts):
+        for j, count in enumerate(row):
+            if not count:
+                continue
+            x0, x1 = frame.x(edges[i]), frame.x(edges[i + 1])
+            y0, y1 = frame.y(edges[j + 1]), frame.y(edges[j])
+            # Square-root shading keeps a cell of a few pairs visible beside a crowded one.
+            shade = 0.15 + 0.85 * math.sqrt(count / top)
+            body.append(
+                f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" fill="{colour}" '
+                f'fill-opacity="{shade:.2f}" class="cell" data-i="{i}" data-j="{j}" data-count="{count}">'
+                f"<title>{esc(x_label)} {edges[i]:.2f}–{edges[i + 1]:.2f}, {esc(y_label)} {edges[j]:.2f}–"
+                f"{edges[j + 1]:.2f}: {count}</title></rect>")
+            if x1 - x0 >= 18:
+                ink = "#fff" if shade > 0.6 else "#222"
+                body.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{(y0 + y1) / 2 + 4:.1f}" text-anchor="middle" '
+                            f'class="tick" style="fill:{ink}">{count}</text>')
+    body.append(f'<line x1="{frame.x(low):.1f}" y1="{frame.y(low):.1f}" x2="{frame.x(high):.1f}" '
+                f'y2="{frame.y(high):.1f}" stroke="#555" stroke-dasharray="4 3" class="diagonal"/>')
+    return _svg(frame.width, frame.height, title, body)
+
+
+def stacked_bar_chart(
+    xs: Sequence[float],
+    layers: Sequence[tuple[str, Sequence[float], str]],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    width: int = 460,
+    height: int = 280,
+) -> str:
+    """One bar per x, stacked from its layers' values (label, values aligned with xs, colour), on [0, 1]."""
+    if not xs:
+        return _svg(width, height, title, [])
+    span = (max(xs) - min(xs)) or 1.0
+    gap = min((b - a for a, b in zip(xs, xs[1:])), default=span) or span
+    frame = Frame(width, height, 48, 12, 12, 40, min(xs) - gap / 2, max(xs) + gap / 2, 0.0, 1.0)
+    body = _axes(frame, update_ticks(min(xs), max(xs)), nice_ticks(0.0, 1.0, 5), x_label, y_label)
+    bar = (frame.x(gap) - frame.x(0.0)) * 0.8
+    for k, x in enumerate(xs):
+        base = 0.0
+        for label, values, colour in layers:
+            value = values[k]
+            top = min(base + value, 1.0)
+            body.append(f'<rect x="{frame.x(x) - bar / 2:.1f}" y="{frame.y(top):.1f}" width="{bar:.1f}" '
+                        f'height="{frame.y(base) - frame.y(top):.1f}" fill="{colour}" class="layer" '
+                        f'data-layer="{esc(label)}" data-x="{_num(x)}" data-value="{_num(value)}">'
+                        f"<title>{esc(label)} · {_num(x)}: {value:.3f}</title></rect>")
+            base = top
+    return _svg(width, height, title, body)
