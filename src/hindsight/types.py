@@ -82,6 +82,13 @@ class Completion:
     the sampling distribution, when the backend can report them. `error` is set (and
     `text` is empty) when the backend gave up on this request; the agent loop records
     such a turn as an invalid step instead of crashing.
+
+    Backends that see the whole next-token distribution (the transformers backend) also
+    fill `entropies` and `token_ends`, one entry per generated token: `entropies[i]` is
+    the entropy in nats of the model's distribution over the vocabulary at the position
+    token i was drawn from, and `token_ends[i]` is the character offset in `text` where
+    the text of tokens 0..i ends. Together they let the agent keep the entropy of the
+    tokens of the parsed action only. Both are None when the backend cannot say.
     """
 
     text: str
@@ -89,6 +96,8 @@ class Completion:
     logprobs: tuple[float, ...] | None = None
     finish_reason: str = "stop"
     error: str | None = None
+    entropies: tuple[float, ...] | None = None
+    token_ends: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,9 @@ class Step:
     `finish_reason` is the backend's ("stop" or "length"); training uses it to decide
     whether the response ended with an end-of-turn token. `assessment` is a generation
     the policy wrote before acting at this turn, if the run asked for one.
+    `action_entropies` holds, for each token of the parsed action inside `raw`, the
+    entropy (nats) of the model's next-token distribution at that token; None when the
+    backend reported no entropies or no action was found in the response.
     """
 
     index: int
@@ -140,6 +152,7 @@ class Step:
     logprobs: tuple[float, ...] | None = None
     admissible_actions: tuple[str, ...] | None = None
     assessment: Assessment | None = None
+    action_entropies: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)

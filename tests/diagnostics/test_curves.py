@@ -36,7 +36,8 @@ def test_single_trajectory_auv_and_linearity():
 
 
 def test_paper_horizons_and_argument_checks():
-    assert DEFAULT_T_MAX == {"blocksworld": 20, "frozenlake": 30, "sudoku": 20, "alfworld": 60, "webshop": 15}
+    assert DEFAULT_T_MAX == {"blocksworld": 20, "frozenlake": 30, "sudoku": 20, "alfworld": 60, "webshop": 15,
+                             "osworld": 50, "androidworld": 50, "windowsagentarena": 50}
     with pytest.raises(ValueError):
         success_curve([], t_max=3)
     with pytest.raises(ValueError):

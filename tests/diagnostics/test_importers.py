@@ -8,7 +8,7 @@ from hindsight.diagnostics.synthetic import WalkerSpec, simulate, to_trajectory
 from hindsight.logs import RunDir
 from hindsight.logs.importers import (
     GENERIC, HINDSIGHT, TIDE, detect_format, import_trajectories, normalise_env_id, read_views,
-    step_entropy_from_logprobs, view_from_trajectory,
+    mean_entropy, response_surprisal, view_from_trajectory,
 )
 
 from .logfiles import generic_record, tide_sample, tide_step, write_jsonl
@@ -79,7 +79,9 @@ def test_generic_schema(tmp_path):
     assert view.env == "alfworld" and view.id == "ep-1" and view.model == "m"
     assert view.actions == ("a", None) and view.valid == (True, False)
     assert view.states == ("s1", "s2") and view.final_state == "s3"
-    assert view.entropies == (0.1, 2.0)  # the second from its log-probs: mean(1, 3)
+    # `entropy` is the action-token entropy; log-probs give the whole-response surprisal, a separate column.
+    assert view.entropies == (0.1, None)
+    assert view.surprisals == (None, 2.0)  # mean(1, 3)
 
 
 def test_hindsight_run_directory_and_in_memory_trajectories_agree(tmp_path):
@@ -92,6 +94,8 @@ def test_hindsight_run_directory_and_in_memory_trajectories_agree(tmp_path):
     assert from_disk == in_memory
     assert from_disk.memory == "2" and from_disk.states == tuple(s.state_key for s in trajectory.steps)
     assert from_disk.entropies is not None and all(e is not None and e > 0 for e in from_disk.entropies)
+    assert from_disk.surprisals is not None and all(e is not None and e > 0 for e in from_disk.surprisals)
+    assert from_disk.entropies[0] == pytest.approx(sum(trajectory.steps[0].action_entropies) / 2)
 
 
 def test_import_trajectories_builds_full_trajectories(tmp_path):
@@ -105,5 +109,7 @@ def test_import_trajectories_builds_full_trajectories(tmp_path):
 
 def test_helpers():
     assert normalise_env_id("frozen_lake") == "frozenlake" and normalise_env_id("Sodoku") == "sudoku"
-    assert step_entropy_from_logprobs([-0.5, -1.5]) == pytest.approx(1.0)
-    assert step_entropy_from_logprobs(None) is None and step_entropy_from_logprobs([]) is None
+    assert response_surprisal([-0.5, -1.5]) == pytest.approx(1.0)
+    assert response_surprisal(None) is None and response_surprisal([]) is None
+    assert mean_entropy([0.5, 1.5, 1.0]) == pytest.approx(1.0)
+    assert mean_entropy(None) is None and mean_entropy([]) is None and mean_entropy(["x"]) is None

@@ -335,3 +335,25 @@ def test_generation_through_a_peft_wrapper_and_train_mode(tiny_dir):
     assert out.error is None and len(out.token_ids) == len(out.logprobs) >= 1
     tiny.model.eval()
     assert out.logprobs == pytest.approx(forward_logprobs(tiny, LONG, out.token_ids), abs=1e-4)
+
+
+def test_entropies_and_token_ends_match_a_fresh_forward_pass(tiny_dir):
+    """Per-token entropies are of the raw temperature-1 distribution; token ends index the text."""
+    from hindsight.llm._decoding import entropy_from_log_probs
+
+    tiny = load_model(f"hf:{tiny_dir}", device="cpu")
+    for params in (SamplingParams(temperature=0, max_new_tokens=10), SamplingParams(temperature=0.5, top_p=0.7,
+                                                                                    max_new_tokens=10, seed=4)):
+        for request, completion in zip((SHORT, LONG), tiny.generate([SHORT, LONG], params)):
+            prompt = tiny.encode_chat(request.messages)
+            ids = torch.tensor([prompt + list(completion.token_ids)])
+            with torch.no_grad():
+                log_probs = tiny.model(ids).logits[0].float().log_softmax(-1)
+            positions = range(len(prompt) - 1, len(prompt) - 1 + len(completion.token_ids))
+            expected = entropy_from_log_probs(log_probs[list(positions)]).tolist()
+            assert completion.entropies == pytest.approx(expected, abs=1e-4)
+            ends = completion.token_ends
+            assert len(ends) == len(completion.token_ids) and list(ends) == sorted(ends)
+            assert ends[-1] == len(completion.text)
+            for k in range(len(ends)):
+                assert completion.text[: ends[k]] == tiny.decode(completion.token_ids[: k + 1])[: ends[k]]

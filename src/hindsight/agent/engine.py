@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
-from hindsight.agent.parser import parse_response
+from hindsight.agent.parser import parse_response, tokens_in_span
 from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, INVALID_FEEDBACK, Memory, PromptBuilder
 from hindsight.envs.base import EnvFailure
 from hindsight.llm.base import ModelBackend
@@ -200,14 +200,28 @@ class _Episode:
                 or self.env_failure is not None)
 
 
+def action_token_entropies(completion: Completion, span: tuple[int, int] | None) -> tuple[float, ...] | None:
+    """The backend's per-token entropies of the tokens that spell the parsed action.
+
+    None when the backend reported no entropies or token offsets, when the response has
+    no located action, or when no token overlaps it.
+    """
+    if span is None or completion.entropies is None or completion.token_ends is None:
+        return None
+    first, last = tokens_in_span(completion.token_ends, span)
+    return tuple(completion.entropies[first:last]) or None
+
+
 def apply_response(episode: _Episode, completion: Completion, stop_action: str | None) -> None:
     """Parse a response, act on the environment and record the step (with the turn's assessment)."""
     raw = completion.text
+    action_entropies = None
     if completion.error is not None:
         parsed_action, analysis, parse_error = None, None, f"backend error: {completion.error}"
     else:
         parsed = parse_response(raw)
         parsed_action, analysis, parse_error = parsed.action, parsed.analysis, parsed.error
+        action_entropies = action_token_entropies(completion, parsed.action_span)
     if parsed_action is not None and stop_action is not None and parsed_action.lower() == stop_action.lower():
         episode.stopped_by_agent = True
         return
@@ -236,6 +250,7 @@ def apply_response(episode: _Episode, completion: Completion, stop_action: str |
             logprobs=completion.logprobs,
             admissible_actions=tuple(admissible) if admissible else None,
             assessment=episode.assessment,
+            action_entropies=action_entropies,
         )
     )
     episode.assessment = None

@@ -139,17 +139,26 @@ def format_run(run, memory_index: float | None) -> str:
         ("n_trajectories", f"{run.n_trajectories}  ({run.n_steps} steps)"),
         ("success_rate", _fmt(run.success_rate)),
         ("auv", f"{_fmt(run.auv)}  (t_max={run.t_max}: {run.t_max_source}; P_t_max={_fmt(run.p_curve[-1])})"),
+        ("auv_by_loops", _loop_split_line(run)),
         ("loop_ratio", f"{_fmt(run.loop_ratio)}  (pooled over steps; per-trajectory mean "
                        f"{_fmt(run.loops.per_trajectory_mean)}; {run.loops.variant} finder)"),
         ("invalid_rate", _fmt(run.invalid_rate)),
         ("errors", _taxonomy_line(run)),
     ]
+    if run.progress is not None:
+        kind = "graded scores" if run.progress.graded else "binary scores: the success curve again"
+        rows.insert(8, ("progress_auv", f"{_fmt(run.progress.auv)}  ({kind}; R_t_max={_fmt(run.progress.p_curve[-1])})"))
     if run.entropy_steps:
-        rows.append(("entropy", f"loop steps {_fmt(run.entropy_loop)}, other steps {_fmt(run.entropy_other)}"))
+        rows.append(("action_entropy", f"loop steps {_fmt(run.entropy_loop)}, other steps {_fmt(run.entropy_other)}"
+                                       f"  (next-token entropy over the action tokens; {run.entropy_steps} steps)"))
     else:
-        rows.append(("entropy", "n/a (no log-probs or entropies logged)"))
+        rows.append(("action_entropy", "n/a (no action-token entropies logged)"))
+    if run.surprisal_steps:
+        rows.append(("surprisal", f"loop steps {_fmt(run.surprisal_loop)}, other steps {_fmt(run.surprisal_other)}"
+                                  f"  (mean -log p of the whole response; {run.surprisal_steps} steps)"))
     if run.recall_distance is not None:
         rows.append(("recall_distance", f"{_fmt(run.recall_distance, 2)}  ({run.recall_pairs} recalls)"))
+        rows.append(("recall_by_outcome", _recall_line(run)))
     else:
         rows.append(("recall_distance", f"skipped: {run.recall_note}"))
     if memory_index is not None:
@@ -161,11 +170,31 @@ def format_run(run, memory_index: float | None) -> str:
     return "\n".join(lines)
 
 
+def _loop_split_line(run) -> str:
+    split = run.loop_split
+    return (f"with loops {_fmt(split.with_loops.auv)} (n={split.with_loops.n}, SR {_fmt(split.with_loops.success_rate)}),"
+            f" without loops {_fmt(split.without_loops.auv)} (n={split.without_loops.n}, "
+            f"SR {_fmt(split.without_loops.success_rate)})")
+
+
+def _recall_part(name: str, dist) -> str:
+    if not dist.n:
+        return f"{name} none"
+    return (f"{name} median {_fmt(dist.median, 1)} (p25 {_fmt(dist.p25, 1)}, p75 {_fmt(dist.p75, 1)}, "
+            f"p90 {_fmt(dist.p90, 1)}, max {dist.max}; {dist.n} recalls in {dist.n_trajectories} trajectories)")
+
+
+def _recall_line(run) -> str:
+    by = run.recall_by_outcome
+    return _recall_part("success", by.success) + "; " + _recall_part("failure", by.failure)
+
+
 def format_comparison(runs) -> str:
-    header = ("run", "env", "model", "mem", "n", "SR", "AUV", "LR", "invalid")
+    header = ("run", "env", "model", "mem", "n", "SR", "AUV", "AUV+loop", "AUV-loop", "progAUV", "LR", "invalid")
     table = [header] + [
         (r.label, r.env, r.model, r.memory, str(r.n_trajectories), _fmt(r.success_rate), _fmt(r.auv),
-         _fmt(r.loop_ratio), _fmt(r.invalid_rate))
+         _fmt(r.loop_split.with_loops.auv), _fmt(r.loop_split.without_loops.auv),
+         _fmt(r.progress.auv if r.progress else None), _fmt(r.loop_ratio), _fmt(r.invalid_rate))
         for r in runs
     ]
     widths = [max(len(row[k]) for row in table) for k in range(len(header))]

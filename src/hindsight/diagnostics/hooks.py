@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from hindsight.diagnostics.curves import DEFAULT_T_MAX
+from hindsight.diagnostics.curves import DEFAULT_T_MAX, GUI_ENVS
 from hindsight.logs.importers import normalise_env_id
 
 HOUSEHOLD = "household"
@@ -177,6 +177,13 @@ _HOOKS: dict[str, EnvHooks] = {
         recall_skip_reason="research QA gathers facts from documents; no objects sit in locations to recall",
     ),
 }
+
+
+# GUI trajectories (TIDE's per-instance files): screenshots and pointer actions carry no
+# words to extract objects or locations from, so only the looping criterion applies.
+for _gui in GUI_ENVS:
+    _HOOKS[_gui] = EnvHooks(_gui, DEFAULT_T_MAX[_gui],
+                            recall_skip_reason="GUI screenshots: no object extractor for observations")
 
 
 def hooks_for(env: str) -> EnvHooks:

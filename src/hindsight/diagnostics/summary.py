@@ -3,14 +3,17 @@
 `RunAccumulator` consumes `TrajectoryView`s one at a time (a log is never held in memory
 whole) and produces a `RunDiagnosis` with every TIDE number of the run:
 
-* SR, the P_t curve and AUV over the horizon t_max (`hindsight.diagnostics.curves`);
+* SR, the P_t curve and AUV over the horizon t_max (`hindsight.diagnostics.curves`),
+  and the same for the trajectories with a loop and those without one;
+* the progress-rate curve and its area, when the log grades progress per step;
 * the Loop Ratio, pooled and per-trajectory mean (`hindsight.diagnostics.loops`);
 * the invalid-action rate = invalid steps / all steps, pooled;
-* mean per-step entropy at loop steps and at the other steps, over the steps that
-  logged one (log-prob surprisal for Hindsight logs, the action-token entropy for TIDE
-  logs);
+* the mean action-token entropy at loop steps and at the other steps, over the steps
+  that logged one, and apart from it the mean whole-response surprisal split the same
+  way (see `TrajectoryView` for the difference);
 * error-taxonomy shares among failed trajectories (`hindsight.diagnostics.taxonomy`);
-* the mean memory recall distance where the environment supports it
+* the memory recall distance where the environment supports it: its mean, and its
+  distribution over successful and over failed trajectories
   (`hindsight.diagnostics.recall`).
 
 t_max is chosen, in order: the caller's value, the TIDE default for the environment, the
@@ -22,13 +25,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
-from hindsight.diagnostics.curves import auv, success_curve, trajectory_auv
+from hindsight.diagnostics.curves import (
+    SubsetAUV, auv, progress_curve, progress_milestones, subset_auv, success_curve, trajectory_auv,
+)
 from hindsight.diagnostics.equality import ExactState, StateEquality
 from hindsight.diagnostics.hooks import EnvHooks, hooks_for
 from hindsight.diagnostics.loops import OFFICIAL, LoopSummary, loop_mask, summarise_loops
-from hindsight.diagnostics.recall import recall_distances
+from hindsight.diagnostics.recall import RecallDistribution, recall_distances, recall_distribution
 from hindsight.diagnostics.taxonomy import TaxonomyThresholds, applicable_categories, classify
 from hindsight.logs.importers import TrajectoryView
 
@@ -44,8 +49,56 @@ class DiagnoseOptions:
 
 
 @dataclass(frozen=True)
+class LoopSplitSums:
+    """Sum and count of a per-step quantity over loop steps and over the other steps."""
+
+    loop_sum: float = 0.0
+    loop_n: int = 0
+    other_sum: float = 0.0
+    other_n: int = 0
+
+    @classmethod
+    def of(cls, mask: Sequence[bool], values: Sequence[float | None] | None) -> LoopSplitSums:
+        """Split `values[i]` by `mask[i]` (True = loop step); None and non-finite values are left out."""
+        if values is None:
+            return cls()
+        loop_sum = other_sum = 0.0
+        loop_n = other_n = 0
+        for is_loop, value in zip(mask, values):
+            if value is None or not math.isfinite(value):
+                continue
+            if is_loop:
+                loop_sum += value
+                loop_n += 1
+            else:
+                other_sum += value
+                other_n += 1
+        return cls(loop_sum, loop_n, other_sum, other_n)
+
+    def __add__(self, other: LoopSplitSums) -> LoopSplitSums:
+        return LoopSplitSums(self.loop_sum + other.loop_sum, self.loop_n + other.loop_n,
+                             self.other_sum + other.other_sum, self.other_n + other.other_n)
+
+    @property
+    def loop_mean(self) -> float | None:
+        return self.loop_sum / self.loop_n if self.loop_n else None
+
+    @property
+    def other_mean(self) -> float | None:
+        return self.other_sum / self.other_n if self.other_n else None
+
+    @property
+    def steps(self) -> int:
+        return self.loop_n + self.other_n
+
+
+@dataclass(frozen=True)
 class TrajectoryDiagnosis:
-    """The per-trajectory results a run summary and a report are built from."""
+    """The per-trajectory results a run summary and a report are built from.
+
+    `progress` is the trajectory's `progress_milestones`, or None when its log grades no
+    progress.
+    """
 
     id: str
     source: str
@@ -54,11 +107,11 @@ class TrajectoryDiagnosis:
     loop_steps: int
     invalid_steps: int
     errors: frozenset[str]
-    entropy_loop_sum: float = 0.0
-    entropy_loop_n: int = 0
-    entropy_other_sum: float = 0.0
-    entropy_other_n: int = 0
+    entropy: LoopSplitSums = LoopSplitSums()
+    surprisal: LoopSplitSums = LoopSplitSums()
     recall: tuple[int, ...] = ()
+    progress: tuple[tuple[int, float], ...] | None = None
+    graded: bool = False
 
     @property
     def success_turn(self) -> int | None:
@@ -76,18 +129,6 @@ def diagnose_trajectory(
     mask = loop_mask(view, options.loop_variant, options.equality)
     states = view.states
     verdict = classify(states, view.actions, view.instruction, hooks, options.thresholds, view.final_state)
-    loop_sum = other_sum = 0.0
-    loop_n = other_n = 0
-    if view.entropies is not None:
-        for is_loop, entropy in zip(mask, view.entropies):
-            if entropy is None or not math.isfinite(entropy):
-                continue
-            if is_loop:
-                loop_sum += entropy
-                loop_n += 1
-            else:
-                other_sum += entropy
-                other_n += 1
     recall: tuple[int, ...] = ()
     if not hooks.recall_skip_reason and hooks.visible_objects is not None:
         recall = tuple(recall_distances(view.observations, view.actions, view.instruction, hooks))
@@ -99,11 +140,12 @@ def diagnose_trajectory(
         loop_steps=sum(mask),
         invalid_steps=view.valid.count(False),
         errors=verdict.errors,
-        entropy_loop_sum=loop_sum,
-        entropy_loop_n=loop_n,
-        entropy_other_sum=other_sum,
-        entropy_other_n=other_n,
+        entropy=LoopSplitSums.of(mask, view.entropies),
+        surprisal=LoopSplitSums.of(mask, view.surprisals),
         recall=recall,
+        # A trajectory without steps made no progress; it does not lack a progress log.
+        progress=progress_milestones(view.progress or ()) if view.progress is not None or not view.length else None,
+        graded=view.progress is not None and any(p is not None and 0.0 < p < 1.0 for p in view.progress),
     )
     return diagnosis, mask
 
@@ -143,8 +185,45 @@ class CategoryShare:
 
 
 @dataclass(frozen=True)
+class LoopSplit:
+    """SR, P_t and AUV of the trajectories that contain a loop and of those that do not.
+
+    A trajectory "contains a loop" when the loop finder marks at least one of its steps,
+    i.e. some cycle in it is repeated at once (TIDE's split of its GUI trajectories).
+    """
+
+    with_loops: SubsetAUV
+    without_loops: SubsetAUV
+
+
+@dataclass(frozen=True)
+class ProgressSummary:
+    """The progress-rate curve R_0 .. R_{t_max} and its area (`curves.progress_curve`).
+
+    `graded` says whether any logged score lay strictly between 0 and 1; when it is
+    False the scores are binary and the curve repeats the success curve.
+    """
+
+    p_curve: tuple[float, ...]
+    auv: float
+    graded: bool
+
+
+@dataclass(frozen=True)
+class RecallByOutcome:
+    """Recall-distance distributions of the successful and of the failed trajectories."""
+
+    success: RecallDistribution
+    failure: RecallDistribution
+
+
+@dataclass(frozen=True)
 class RunDiagnosis:
-    """Every TIDE number of one run (one environment of one log source)."""
+    """Every TIDE number of one run (one environment of one log source).
+
+    `entropy_*` are action-token entropies, `surprisal_*` whole-response surprisals;
+    `progress` is None unless every trajectory of the run logged graded progress.
+    """
 
     label: str
     path: str
@@ -168,6 +247,12 @@ class RunDiagnosis:
     recall_distance: float | None
     recall_pairs: int
     recall_note: str
+    loop_split: LoopSplit
+    recall_by_outcome: RecallByOutcome
+    surprisal_loop: float | None = None
+    surprisal_other: float | None = None
+    surprisal_steps: int = 0
+    progress: ProgressSummary | None = None
     skipped_lines: int = 0
     trajectories: tuple[TrajectoryDiagnosis, ...] = field(default=(), repr=False)
 
@@ -201,11 +286,28 @@ class RunDiagnosis:
             "invalid_rate": self.invalid_rate,
             "taxonomy": {c.category: c.share for c in self.taxonomy},
             "n_failed": self.n_failed,
+            "auv_with_loops": self.loop_split.with_loops.auv,
+            "auv_without_loops": self.loop_split.without_loops.auv,
+            "n_with_loops": self.loop_split.with_loops.n,
+            "n_without_loops": self.loop_split.without_loops.n,
+            "success_rate_with_loops": self.loop_split.with_loops.success_rate,
+            "success_rate_without_loops": self.loop_split.without_loops.success_rate,
+            "p_t_with_loops": list(self.loop_split.with_loops.p_curve),
+            "p_t_without_loops": list(self.loop_split.without_loops.p_curve),
+            "progress_auv": self.progress.auv if self.progress else None,
+            "progress_p_t": list(self.progress.p_curve) if self.progress else None,
+            "progress_graded": self.progress.graded if self.progress else None,
             "entropy_loop": self.entropy_loop,
             "entropy_non_loop": self.entropy_other,
+            "entropy_steps": self.entropy_steps,
+            "surprisal_loop": self.surprisal_loop,
+            "surprisal_non_loop": self.surprisal_other,
+            "surprisal_steps": self.surprisal_steps,
             "recall_distance": self.recall_distance,
             "recall_pairs": self.recall_pairs,
             "recall_note": self.recall_note,
+            "recall_success": self.recall_by_outcome.success.to_json(),
+            "recall_failure": self.recall_by_outcome.failure.to_json(),
             "memory_index": memory_index,
             "skipped_lines": self.skipped_lines,
         }
@@ -286,8 +388,8 @@ class RunAccumulator:
         taxonomy = tuple(
             CategoryShare(c, c not in missing, sum(1 for r in failed if c in r.errors), len(failed)) for c in categories
         )
-        loop_n = sum(r.entropy_loop_n for r in results)
-        other_n = sum(r.entropy_other_n for r in results)
+        entropy = sum((r.entropy for r in results), LoopSplitSums())
+        surprisal = sum((r.surprisal for r in results), LoopSplitSums())
         recall = [d for r in results for d in r.recall]
         recall_note = self.hooks.recall_skip_reason or (
             "" if recall else "no task object was acted on after being seen"
@@ -309,15 +411,35 @@ class RunAccumulator:
             loops=summarise_loops_from_counts(results, self.options.loop_variant),
             invalid_rate=sum(r.invalid_steps for r in results) / n_steps if n_steps else None,
             taxonomy=taxonomy,
-            entropy_loop=sum(r.entropy_loop_sum for r in results) / loop_n if loop_n else None,
-            entropy_other=sum(r.entropy_other_sum for r in results) / other_n if other_n else None,
-            entropy_steps=loop_n + other_n,
+            entropy_loop=entropy.loop_mean,
+            entropy_other=entropy.other_mean,
+            entropy_steps=entropy.steps,
             recall_distance=sum(recall) / len(recall) if recall else None,
             recall_pairs=len(recall),
             recall_note=recall_note,
+            loop_split=LoopSplit(
+                with_loops=subset_auv([r.success_turn for r in results if r.loop_steps], t_max),
+                without_loops=subset_auv([r.success_turn for r in results if not r.loop_steps], t_max),
+            ),
+            recall_by_outcome=RecallByOutcome(
+                success=recall_distribution(r.recall for r in results if r.success),
+                failure=recall_distribution(r.recall for r in results if not r.success),
+            ),
+            surprisal_loop=surprisal.loop_mean,
+            surprisal_other=surprisal.other_mean,
+            surprisal_steps=surprisal.steps,
+            progress=_progress_summary(results, t_max),
             skipped_lines=skipped_lines,
             trajectories=tuple(results),
         )
+
+
+def _progress_summary(results: list[TrajectoryDiagnosis], t_max: int) -> ProgressSummary | None:
+    milestones = [r.progress for r in results]
+    if any(m is None for m in milestones):
+        return None
+    curve = progress_curve(milestones, t_max)  # type: ignore[arg-type]  # no None left
+    return ProgressSummary(p_curve=curve, auv=auv(curve), graded=any(r.graded for r in results))
 
 
 def summarise_loops_from_counts(results: list[TrajectoryDiagnosis], variant: str) -> LoopSummary:
@@ -334,6 +456,7 @@ def trajectory_points(run: RunDiagnosis) -> list[tuple[float, float]]:
 
 
 __all__ = [
-    "CategoryShare", "DiagnoseOptions", "KeptTrajectory", "RunAccumulator", "RunDiagnosis", "TrajectoryDiagnosis",
+    "CategoryShare", "DiagnoseOptions", "KeptTrajectory", "LoopSplit", "LoopSplitSums", "ProgressSummary",
+    "RecallByOutcome", "RunAccumulator", "RunDiagnosis", "TrajectoryDiagnosis",
     "choose_t_max", "diagnose_trajectory", "summarise_loops", "summarise_loops_from_counts", "trajectory_points",
 ]

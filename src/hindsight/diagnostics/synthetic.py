@@ -5,7 +5,8 @@ avoiding holes. Each turn it either steps greedily toward the goal (probability
 `skill`), steps at random, or — with probability `loopiness` — falls into a rut and
 repeats its last move and its reversal a few times (the A B A B pattern TIDE calls a
 loop). Entropies are drawn lower inside ruts than elsewhere, mimicking the
-over-confidence the TIDE paper reports at loop steps. Everything derives from one seed,
+over-confidence the TIDE paper reports at loop steps (Hindsight-format logs carry them as
+action-token entropies, beside sampled log-probs). Everything derives from one seed,
 so the same arguments always produce byte-identical logs.
 
 The logs are written either in Hindsight's own format (`write_run`) or in the official
@@ -148,6 +149,8 @@ def to_trajectory(episode: SimEpisode, *, model: str = "sim", memory: str = "ful
             score=1.0 if won else 0.0,
             feedback=render(episode, *after),
             logprobs=logprobs,
+            # Two action tokens whose entropies average to the step's entropy.
+            action_entropies=(round(0.8 * s.entropy, 4), round(1.2 * s.entropy, 4)),
         ))
     return Trajectory(
         env="frozenlake",

@@ -9,24 +9,38 @@ import torch
 from transformers import LogitsProcessor, StoppingCriteria
 
 
+def entropy_from_log_probs(log_probs: torch.Tensor) -> torch.Tensor:
+    """Entropy in nats of each distribution given by normalised log-probabilities.
+
+    `log_probs` has shape (..., V) and each row along the last axis is a log-softmax:
+    the result has shape (...) and holds H = -sum_v p_v log p_v. Entries of probability
+    0 (log-prob -inf, as after masking) contribute nothing instead of NaN.
+    """
+    return torch.special.entr(log_probs.exp()).sum(dim=-1)
+
+
 class LogprobRecorder(LogitsProcessor):
-    """Records log p(token) of each generated token, from the logits it is handed.
+    """Records log p(token) of each generated token, and the entropy it was drawn from.
 
     At step t it sees the token chosen at step t-1 (the last column of `input_ids`) and
     reads its log-probability from the distribution saved at step t-1; `finish` reads
-    the final token. Only one step's distribution is held at a time, so memory does not
-    grow with the number of new tokens. It must run before any processor that edits
-    the logits (the backend guarantees this) to report the unfiltered distribution.
+    the final token. The entropy of each step's whole distribution is taken when the
+    distribution arrives (one extra vocabulary-sized pass). Only one step's distribution
+    is held at a time, so memory does not grow with the number of new tokens. It must run
+    before any processor that edits the logits (the backend guarantees this) to report
+    the unfiltered distribution.
     """
 
     def __init__(self) -> None:
         self._previous: torch.Tensor | None = None
         self._collected: list[torch.Tensor] = []
+        self._entropies: list[torch.Tensor] = []
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if self._previous is not None:
             self._collected.append(self._previous.gather(1, input_ids[:, -1:]).squeeze(1))
         self._previous = torch.log_softmax(scores.float(), dim=-1)
+        self._entropies.append(entropy_from_log_probs(self._previous))
         return scores
 
     def finish(self, sequences: torch.Tensor) -> torch.Tensor:
@@ -37,6 +51,12 @@ class LogprobRecorder(LogitsProcessor):
         if not self._collected:
             return torch.zeros((sequences.shape[0], 0))
         return torch.stack(self._collected, dim=1)
+
+    def entropies(self, batch: int) -> torch.Tensor:
+        """Entropy of the distribution of every generated position, shape (batch, new tokens)."""
+        if not self._entropies:
+            return torch.zeros((batch, 0))
+        return torch.stack(self._entropies, dim=1)
 
 
 class StopStrings(StoppingCriteria):

@@ -15,6 +15,11 @@ costs one `log_softmax` per step and no second forward pass, and keeps only one 
 of vocabulary-sized scores in memory. It matches a fresh forward pass over prompt +
 completion to ~1e-5 (KV-cache arithmetic differs in the last bits).
 
+The same processor records, for every generated position, the entropy of that whole
+raw distribution (`Completion.entropies`), and the backend adds where each token's text
+ends in the completion (`Completion.token_ends`), so that the agent can keep the entropy
+of the action tokens alone.
+
 GGUF files (the bundled model is one) are de-quantised by transformers on first use,
 which takes ~20 s on a laptop CPU; the result is saved once as safetensors under the
 model cache (see `model_cache_dir`) and later loads read that copy.
@@ -433,16 +438,20 @@ class HFBackend:
 
         generated = sequences[:, width:].cpu()
         logprobs = recorder.finish(sequences).cpu()
-        if logprobs.shape != generated.shape:
+        entropies = recorder.entropies(generated.shape[0]).cpu()
+        if logprobs.shape != generated.shape or entropies.shape != generated.shape:
             raise ModelError(
-                f"internal: recorded {tuple(logprobs.shape)} log-probs for {tuple(generated.shape)} tokens"
+                f"internal: recorded {tuple(logprobs.shape)} log-probs and {tuple(entropies.shape)} entropies "
+                f"for {tuple(generated.shape)} tokens"
             )
         return [
-            self._completion(generated[row].tolist(), logprobs[row].tolist(), params)
+            self._completion(generated[row].tolist(), logprobs[row].tolist(), params, entropies[row].tolist())
             for row in range(generated.shape[0])
         ]
 
-    def _completion(self, token_ids: list[int], logprobs: list[float], params: SamplingParams) -> Completion:
+    def _completion(
+        self, token_ids: list[int], logprobs: list[float], params: SamplingParams, entropies: list[float] | None = None
+    ) -> Completion:
         end, finish = len(token_ids), "length"
         for position, token in enumerate(token_ids):
             if token in self._special.eos_ids:
@@ -458,7 +467,32 @@ class HFBackend:
             # generate them, and a trainer must see exactly what was sampled.
             keep = self._tokens_through_stop(token_ids, params.stop)
             token_ids, logprobs = token_ids[:keep], logprobs[:keep]
-        return Completion(text=text, token_ids=tuple(token_ids), logprobs=tuple(logprobs), finish_reason=finish)
+        kept_entropies = None
+        ends = None
+        if entropies is not None:
+            kept_entropies = tuple(entropies[: len(token_ids)])
+            ends = tuple(min(e, len(text)) for e in self._token_ends(token_ids))
+        return Completion(text=text, token_ids=tuple(token_ids), logprobs=tuple(logprobs), finish_reason=finish,
+                          entropies=kept_entropies, token_ends=ends)
+
+    def _token_ends(self, token_ids: list[int]) -> list[int]:
+        """Where each token's text ends in the decoded text of `token_ids` (see `token_text_ends`)."""
+        if not token_ids:
+            return []
+        pieces = self.tokenizer.batch_decode([[token] for token in token_ids], skip_special_tokens=True)
+        ends = token_text_ends(pieces, self.decode(token_ids))
+        if ends is not None:
+            return ends
+        # Tokens that split a character (or a tokenizer that rewrites spaces) do not decode
+        # piece by piece; fall back to decoding every prefix, which is exact but quadratic.
+        prefixes = self.tokenizer.batch_decode(
+            [token_ids[: k + 1] for k in range(len(token_ids))], skip_special_tokens=True
+        )
+        running, ends = 0, []
+        for prefix in prefixes:
+            running = max(running, len(prefix))
+            ends.append(running)
+        return ends
 
     def _tokens_through_stop(self, token_ids: list[int], stops: Sequence[str]) -> int:
         # Smallest prefix whose text already contains a stop string; containment only
@@ -506,6 +540,23 @@ def _innermost_model(model: Any) -> Any:
             break
         model = inner
     return model
+
+
+def token_text_ends(pieces: Sequence[str], text: str) -> list[int] | None:
+    """Character end offsets of tokens whose individual decodings are `pieces`.
+
+    When the pieces concatenate to exactly `text` (the decoding of all the tokens
+    together), the end of token i is the total length of pieces 0..i; otherwise the
+    pieces do not line up with the text (a multi-byte character split across tokens,
+    spaces cleaned up by the tokenizer) and the answer is None.
+    """
+    if "".join(pieces) != text:
+        return None
+    ends, total = [], 0
+    for piece in pieces:
+        total += len(piece)
+        ends.append(total)
+    return ends
 
 
 def _first_stop(text: str, stops: Sequence[str]) -> int | None:

@@ -1,6 +1,6 @@
 """Reading trajectory logs that Hindsight did not write, next to its own.
 
-Three line-oriented formats are recognised, file by file, from the first record:
+Four line-oriented formats are recognised, file by file, from the first record:
 
 * ``hindsight`` — the native trajectory format (`hindsight.logs.schema`).
 * ``tide`` — the result JSONL of the official TIDE evaluation code: one line per task
@@ -8,6 +8,12 @@ Three line-oriented formats are recognised, file by file, from the first record:
   ``observation``, ``action``, ``analysis`` and ``env_feedback.action_is_valid``. Only the
   first rollout of a sample is read, because the published TIDE numbers were computed
   that way. The lines do not say which environment they come from; the caller passes it.
+* ``tide-instance`` — the per-instance trajectory JSONL that TIDE's analysis of other
+  agents' logs (its GUI study: OSWorld, AndroidWorld, WindowsAgentArena) converts them
+  to: one line per task instance, ``{"dataset", "model", "task", "data_dir", "success",
+  "trajectory": [{"step_idx", "observation", "action": [str, ...]}]}``. An observation is
+  a screenshot path (or the path of its saved embedding), or ``"empty"``; an action is
+  the list of calls made at that step; ``success`` may be a fraction (a graded result).
 * ``generic`` — a small schema any agent can emit (documented in docs/diagnostics.md):
   ``{"success": bool, "steps": [{"observation": str, "action": str|null, ...}], ...}``.
 
@@ -35,8 +41,9 @@ from hindsight.types import Step, Trajectory
 
 HINDSIGHT = "hindsight"
 TIDE = "tide"
+TIDE_INSTANCE = "tide-instance"
 GENERIC = "generic"
-FORMATS = (HINDSIGHT, TIDE, GENERIC)
+FORMATS = (HINDSIGHT, TIDE, TIDE_INSTANCE, GENERIC)
 
 
 @dataclass(frozen=True)
@@ -46,9 +53,23 @@ class TrajectoryView:
     Index ``i`` of every column describes step ``i``: `observations[i]` and
     `state_keys[i]` are the state *before* `actions[i]`. `state_keys` is None when the
     log has no canonical state (then the observation text stands in for it, see
-    `states`). `entropies[i]` estimates the policy's uncertainty on that step (see
-    `step_entropy_from_logprobs`); the column is None when nothing was logged.
-    `final_*` describe the state after the last action, when the log has it.
+    `states`). A column is None when the log has nothing for it, and an entry is None
+    for a step that logged nothing.
+
+    Two uncertainty columns are kept apart because they measure different things:
+
+    * `entropies[i]` — the action-token entropy of step i: the mean, over the tokens of
+      the parsed action, of the entropy of the model's next-token distribution (what the
+      TIDE paper compares at loop and non-loop steps). Read from a Hindsight step's
+      `action_entropies`, a TIDE step's `token_entropy_stats.action_stats`, or a generic
+      step's `entropy`.
+    * `surprisals[i]` — the mean surprisal -log p of the sampled tokens of the *whole*
+      response, analysis included (`response_surprisal`), computed from logged
+      log-probabilities.
+
+    `progress[i]` is the graded task score in [0, 1] after action i, where the log has
+    one (a Hindsight step's `score`, a generic step's `score`). `final_*` describe the
+    state after the last action, when the log has it.
     """
 
     env: str
@@ -58,6 +79,8 @@ class TrajectoryView:
     valid: tuple[bool, ...]
     state_keys: tuple[str, ...] | None = None
     entropies: tuple[float | None, ...] | None = None
+    surprisals: tuple[float | None, ...] | None = None
+    progress: tuple[float | None, ...] | None = None
     embeddings: tuple[tuple[float, ...] | None, ...] | None = None
     raws: tuple[str | None, ...] | None = None
     analyses: tuple[str | None, ...] | None = None
@@ -98,12 +121,14 @@ class TrajectoryView:
         return self.final_observation
 
 
-def step_entropy_from_logprobs(logprobs: Any) -> float | None:
-    """Mean negative log-probability of the sampled tokens of one response.
+def response_surprisal(logprobs: Any) -> float | None:
+    """Mean surprisal -log p(token) of the sampled tokens of one whole response, in nats.
 
-    For tokens sampled from the policy, E[-log p(token)] is the entropy of the sampling
-    distribution, so the mean surprisal over a response is an unbiased per-token entropy
-    estimate that needs only the log-probabilities a backend already reports.
+    For tokens drawn from the policy, the expected surprisal is the entropy of the
+    sampling distribution, so this is a cheap per-token uncertainty estimate that needs
+    only the log-probabilities a backend reports. It covers every generated token
+    (reasoning and action alike) and is noisy (one sample per position), which is why
+    it is kept apart from the action-token entropy (`mean_entropy`).
     """
     if not logprobs:
         return None
@@ -112,6 +137,38 @@ def step_entropy_from_logprobs(logprobs: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return total / len(logprobs)
+
+
+def mean_entropy(entropies: Any) -> float | None:
+    """Mean of per-token entropies (one step's action tokens), or None when there are none."""
+    if not entropies:
+        return None
+    try:
+        values = [float(e) for e in entropies]
+    except (TypeError, ValueError):
+        return None
+    return math.fsum(values) / len(values)
+
+
+def _embeddings(steps: list[Any]) -> tuple[tuple[float, ...] | None, ...] | None:
+    """The steps' logged `embedding` vectors, None for a step without one, None if no step has one."""
+    vectors = tuple(
+        tuple(float(x) for x in step["embedding"]) if step.get("embedding") is not None else None for step in steps
+    )
+    return _column(vectors)
+
+
+def _column(values: tuple) -> tuple | None:
+    """A per-step column, or None when no step has a value."""
+    return values if any(v is not None for v in values) else None
+
+
+def _score(value: Any) -> float | None:
+    """A logged score as a float; None when absent or not finite."""
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 def normalise_env_id(name: str) -> str:
@@ -128,6 +185,8 @@ _ENV_ALIASES = {
     "alfworldtw": "alfworld",
     "sciworld": "scienceworld",
     "webshopsim": "webshop",
+    "waa": "windowsagentarena",
+    "windowsarena": "windowsagentarena",
 }
 
 
@@ -142,6 +201,8 @@ def detect_format(record: Any) -> str | None:
         return HINDSIGHT
     if isinstance(record.get("traj_rollouts"), list):
         return TIDE
+    if isinstance(record.get("trajectory"), list) and "success" in record:
+        return TIDE_INSTANCE
     if isinstance(record.get("steps"), list) and "success" in record:
         return GENERIC
     return None
@@ -167,7 +228,9 @@ def view_from_hindsight_record(record: Mapping[str, Any], source: str = "") -> T
         keys = tuple(_text(step.get("state_key")) for step in steps)
         actions = tuple(_action(step.get("action")) for step in steps)
         valid = tuple(bool(step["valid"]) for step in steps)
-        entropies = tuple(step_entropy_from_logprobs(step.get("logprobs")) for step in steps)
+        entropies = tuple(mean_entropy(step.get("action_entropies")) for step in steps)
+        surprisals = tuple(response_surprisal(step.get("logprobs")) for step in steps)
+        progress = tuple(_score(step.get("score")) for step in steps)
         return TrajectoryView(
             env=normalise_env_id(record["env"]),
             success=bool(record["success"]),
@@ -175,7 +238,9 @@ def view_from_hindsight_record(record: Mapping[str, Any], source: str = "") -> T
             actions=actions,
             valid=valid,
             state_keys=keys,
-            entropies=entropies if any(e is not None for e in entropies) else None,
+            entropies=_column(entropies),
+            surprisals=_column(surprisals),
+            progress=_column(progress),
             raws=tuple(_text(step.get("raw")) for step in steps),
             analyses=tuple(step.get("analysis") for step in steps),
             final_observation=_text(record.get("final_observation")),
@@ -209,9 +274,10 @@ def _tide_columns(steps: list[Any]) -> tuple[tuple, tuple, tuple, tuple, tuple]:
         # invalid action, so it counts as valid.
         valid.append(bool(feedback.get("action_is_valid", True)) if type(feedback) is dict else True)
         try:
-            entropy = step["token_entropy_stats"]["action_stats"]["mean"]
-            entropies.append(float(entropy) if entropy is not None else None)
-        except (KeyError, TypeError, ValueError):
+            stats = step["token_entropy_stats"]["action_stats"]
+            entropy = stats.get("mean")
+            entropies.append(float(entropy) if entropy is not None else mean_entropy(stats.get("raw")))
+        except (KeyError, TypeError, ValueError, AttributeError):
             entropies.append(None)
         analyses.append(step.get("analysis"))
     return tuple(observations), tuple(actions), tuple(valid), tuple(entropies), tuple(analyses)
@@ -236,7 +302,7 @@ def view_from_tide_record(record: Mapping[str, Any], env: str = "", source: str 
             observations=observations,
             actions=actions,
             valid=valid,
-            entropies=entropies if any(e is not None for e in entropies) else None,
+            entropies=_column(entropies),
             analyses=analyses,
             instruction=_text(record.get("query")),
             id=f"seed-{seed}" if seed is not None else "",
@@ -249,6 +315,75 @@ def view_from_tide_record(record: Mapping[str, Any], env: str = "", source: str 
         raise SchemaError(f"bad TIDE sample: {exc!r}") from exc
 
 
+#: Observation text TIDE's instance files use for a step without a screenshot.
+TIDE_EMPTY_OBSERVATION = "empty"
+
+
+def _instance_action(value: Any) -> str:
+    """A step's action list as one text: the calls joined by newlines, in order.
+
+    Two steps have equal actions exactly when their lists are equal, as TIDE compares
+    them (its calls never span lines). A step that made no call has the empty action.
+    """
+    if isinstance(value, list):
+        return "\n".join(_text(call) for call in value)
+    return _text(value)
+
+
+def _instance_success(value: Any) -> float:
+    if value is None:
+        raise SchemaError("missing success")
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and 0.0 <= value <= 1.0:
+        return float(value)
+    raise SchemaError(f"success is {value!r}, not a boolean or a number in [0, 1]")
+
+
+def view_from_tide_instance(record: Mapping[str, Any], env: str = "", source: str = "") -> TrajectoryView:
+    """A view of one line of a TIDE per-instance trajectory file.
+
+    The environment is the record's `dataset` (``osworld``, ...), else `env`. The
+    numeric `success` is kept as the final progress of the episode: the episode counts
+    as solved when it is non-zero (as TIDE's pass@k does), and the progress-rate curve
+    weighs it by its value (as TIDE's pass@1 curve does for graded results). Steps may
+    carry an `embedding` (a list of floats, Hindsight's addition) for `--state
+    embedding`; otherwise state identity is the observation text, so two screenshots are
+    the same state only when they are the same file, and every ``"empty"`` observation
+    is one shared state (TIDE treats them alike).
+    """
+    try:
+        steps = record["trajectory"]
+        for k, step in enumerate(steps):
+            if not isinstance(step, dict):
+                raise SchemaError(f"TIDE instance step {k} is not a JSON object")
+        score = _instance_success(record.get("success"))
+        observations = tuple(_text(step.get("observation", TIDE_EMPTY_OBSERVATION)) for step in steps)
+        actions = tuple(_instance_action(step.get("action")) for step in steps)
+        embeddings = _embeddings(steps)
+        progress = tuple([None] * (len(steps) - 1) + [score]) if steps else None
+        data_dir = _text(record.get("data_dir")).rstrip("/\\")
+        name = data_dir.replace("\\", "/").rsplit("/", 1)[-1] if data_dir else ""
+        task = _text(record.get("task"))
+        return TrajectoryView(
+            env=normalise_env_id(record.get("dataset") or env),
+            success=score != 0.0,
+            observations=observations,
+            actions=actions,
+            valid=(True,) * len(steps),
+            embeddings=embeddings,
+            progress=progress,
+            id=f"{task}/{name}" if task and name else (name or task),
+            model=_text(record.get("model")),
+            score=score,
+            source=source,
+        )
+    except SchemaError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SchemaError(f"bad TIDE instance record: {exc!r}") from exc
+
+
 def view_from_generic_record(record: Mapping[str, Any], env: str = "", source: str = "") -> TrajectoryView:
     """A view of one line of the generic schema (see docs/diagnostics.md)."""
     try:
@@ -258,20 +393,10 @@ def view_from_generic_record(record: Mapping[str, Any], env: str = "", source: s
         valid = tuple(bool(step.get("valid", True)) for step in steps)
         has_state = any("state" in step for step in steps)
         keys = tuple(_text(step.get("state")) for step in steps) if has_state else None
-        entropies = tuple(
-            float(step["entropy"]) if step.get("entropy") is not None
-            else step_entropy_from_logprobs(step.get("logprobs"))
-            for step in steps
-        )
-        has_embedding = any(step.get("embedding") is not None for step in steps)
-        embeddings = (
-            tuple(
-                tuple(float(x) for x in step["embedding"]) if step.get("embedding") is not None else None
-                for step in steps
-            )
-            if has_embedding
-            else None
-        )
+        entropies = tuple(float(step["entropy"]) if step.get("entropy") is not None else None for step in steps)
+        surprisals = tuple(response_surprisal(step.get("logprobs")) for step in steps)
+        progress = tuple(_score(step.get("score")) for step in steps)
+        embeddings = _embeddings(steps)
         has_raw = any("raw" in step for step in steps)
         score = record.get("score")
         seed = record.get("seed")
@@ -282,7 +407,9 @@ def view_from_generic_record(record: Mapping[str, Any], env: str = "", source: s
             actions=actions,
             valid=valid,
             state_keys=keys,
-            entropies=entropies if any(e is not None for e in entropies) else None,
+            entropies=_column(entropies),
+            surprisals=_column(surprisals),
+            progress=_column(progress),
             embeddings=embeddings,
             raws=tuple(step.get("raw") for step in steps) if has_raw else None,
             analyses=tuple(step.get("analysis") for step in steps) if any("analysis" in s for s in steps) else None,
@@ -303,7 +430,8 @@ def view_from_generic_record(record: Mapping[str, Any], env: str = "", source: s
 def view_from_trajectory(trajectory: Trajectory, source: str = "") -> TrajectoryView:
     """A view of an in-memory `Trajectory` (for diagnosing without a log file)."""
     steps = trajectory.steps
-    entropies = tuple(step_entropy_from_logprobs(step.logprobs) for step in steps)
+    entropies = tuple(mean_entropy(step.action_entropies) for step in steps)
+    surprisals = tuple(response_surprisal(step.logprobs) for step in steps)
     return TrajectoryView(
         env=normalise_env_id(trajectory.env),
         success=trajectory.success,
@@ -311,7 +439,9 @@ def view_from_trajectory(trajectory: Trajectory, source: str = "") -> Trajectory
         actions=tuple(step.action for step in steps),
         valid=tuple(step.valid for step in steps),
         state_keys=tuple(step.state_key for step in steps),
-        entropies=entropies if any(e is not None for e in entropies) else None,
+        entropies=_column(entropies),
+        surprisals=_column(surprisals),
+        progress=_column(tuple(float(step.score) for step in steps)),
         raws=tuple(step.raw for step in steps),
         analyses=tuple(step.analysis for step in steps),
         final_observation=trajectory.final_observation,
@@ -346,7 +476,8 @@ def _read_file_views(file: Path, on_issue: IssueHandler, env: str) -> Iterator[T
         if fmt is None:
             fmt = detect_format(record)
             if fmt is None:
-                why = "not a recognised trajectory log (hindsight, TIDE or generic JSONL); file skipped"
+                why = "not a recognised trajectory log (hindsight, TIDE result, TIDE instance or generic JSONL); " \
+                      "file skipped"
                 on_issue(LogIssue(name, line_number, why))
                 return
         if not isinstance(record, dict):
@@ -362,6 +493,8 @@ def _read_file_views(file: Path, on_issue: IssueHandler, env: str) -> Iterator[T
                 yield view_from_hindsight_record(record, source)
             elif fmt == TIDE:
                 yield view_from_tide_record(record, env, source)
+            elif fmt == TIDE_INSTANCE:
+                yield view_from_tide_instance(record, env, source)
             else:
                 yield view_from_generic_record(record, env, source)
         except SchemaError as exc:

@@ -8,6 +8,11 @@ Records are plain JSON so other tools can read them without Hindsight.
 Version 2 added the optional `assessment` object of a step (what the policy wrote before
 its action: Self-Guide's self-assessment, ReFlAct's reflection). Version 1 records have
 no such field and read unchanged.
+
+A step may also carry `action_entropies` (the entropy of the model's next-token
+distribution at each token of the parsed action). The field is optional and new records
+that have it are still version 2: readers that predate it ignore it, and records
+without it read as before.
 """
 
 from __future__ import annotations
@@ -41,7 +46,9 @@ def _drop_empty(record: dict[str, Any], optional: tuple[str, ...]) -> dict[str, 
     return record
 
 
-_OPTIONAL_STEP_FIELDS = ("parse_error", "finish_reason", "token_ids", "logprobs", "admissible_actions", "assessment")
+_OPTIONAL_STEP_FIELDS = (
+    "parse_error", "finish_reason", "token_ids", "logprobs", "admissible_actions", "assessment", "action_entropies",
+)
 _OPTIONAL_ASSESSMENT_FIELDS = ("label", "parse_error", "finish_reason", "token_ids", "logprobs")
 
 
@@ -94,6 +101,10 @@ def _tuple_or_none(value: Any) -> tuple | None:
     return None if value is None else tuple(value)
 
 
+def _floats_or_none(value: Any) -> tuple[float, ...] | None:
+    return None if value is None else tuple(float(x) for x in value)
+
+
 def assessment_from_record(record: Mapping[str, Any]) -> Assessment:
     return Assessment(
         kind=str(record["kind"]),
@@ -127,6 +138,7 @@ def step_from_record(record: Mapping[str, Any]) -> Step:
             logprobs=_tuple_or_none(record.get("logprobs")),
             admissible_actions=_tuple_or_none(record.get("admissible_actions")),
             assessment=None if assessment is None else assessment_from_record(assessment),
+            action_entropies=_floats_or_none(record.get("action_entropies")),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise SchemaError(f"bad step record: {exc!r}") from exc

@@ -29,6 +29,7 @@ from hindsight.report.svg import (
 )
 from hindsight.report.training import TrainingLog
 from hindsight.report.training_html import training_section
+from hindsight.report.tide_extras import tide_extras_section
 
 #: Longest text of one field shown in the viewer; the rest is cut with a note.
 MAX_FIELD_CHARS = 2000
@@ -381,12 +382,13 @@ def _evaluation_sections(runs: Sequence[ReportRun], groups: Sequence[MemoryGroup
 by t_max; successes after t_max do not count. <b>LR</b>: loop steps / all steps, pooled; <b>LR/traj</b>: mean of
 per-trajectory ratios. <b>invalid</b>: invalid actions / all steps.</li>
 <li>Error categories (Self-Guide appendix B) are shares of <em>failed</em> trajectories; n/a where the environment
-has no notion the criterion needs. <b>H loop / H other</b>: mean per-step entropy at loop and other steps.
+has no notion the criterion needs. <b>H loop / H other</b>: mean action-token entropy at loop and other steps.
 <b>recall d</b>: mean memory recall distance. <b>MI</b>: AUV(full history) − AUV(no history) of the same model
 and environment.</li>
 </ul>
 {env_sections}
 {_memory_section(groups)}
+{tide_extras_section([e.run for e in runs])}
 
 <section id="viewer" data-ready="0" data-rendered-steps="0">
   <h2>Trajectories</h2>
