@@ -1,0 +1,70 @@
+"""`hindsight eval --model openai:DIR` against a real OpenAI-compatible server: `transformers serve`.
+
+The server (from transformers' `serving` extra, in the `hf` extra) serves a tiny local model
+on CPU; the evaluation must record every step of every episode, with the server's answers.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def served(tiny_model_dir, tmp_path):
+    port = free_port()
+    log = open(tmp_path / "server.log", "w")
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "transformers"), "serve", str(tiny_model_dir), "--port", str(port),
+         "--host", "127.0.0.1", "--device", "cpu"],
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    try:
+        while True:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "transformers serve did not start within 300 s"
+                time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        log.close()
+
+
+def test_an_evaluation_against_transformers_serve_records_every_step(served, tiny_model_dir, tmp_path):
+    out = tmp_path / "eval"
+    env = {**os.environ, "OPENAI_BASE_URL": f"{served}/v1", "OPENAI_API_KEY": "unused", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "hindsight", "eval", "--env", "frozenlake", "--model", f"openai:{tiny_model_dir}",
+         "--episodes", "4", "--max-steps", "3", "--max-new-tokens", "8", "--temperature", "0", "--out", str(out),
+         "--json"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes"] == 4 and summary.get("env_failures", 0) == 0
+    lines = [json.loads(line) for line in (out / "trajectories" / "eval.jsonl").read_text().splitlines()]
+    records = [line for line in lines if line["kind"] == "trajectory"]
+    steps = [step for record in records for step in record["steps"]]
+    # The tiny model writes no action block: every turn is a recorded invalid step answered by the
+    # server (a finish reason, no backend error), none a lost call.
+    assert len(records) == 4 and len(steps) == summary["steps"] == 12
+    assert all(step["finish_reason"] in ("stop", "length") for step in steps)
+    assert not any((step["parse_error"] or "").startswith("backend error") for step in steps)
