@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -258,15 +257,22 @@ def test_chat_helpers_and_attributes(backend):
 
 @pytest.mark.slow
 @needs_bundled
-def test_cached_reload_is_fast_and_complete(backend, greedy_pair, models_dir):
+def test_cached_reload_reads_the_copy_and_is_complete(backend, greedy_pair, models_dir, monkeypatch):
     entry = models_dir / gguf_cache_key(bundled_gguf_path())
     manifest = json.loads((entry / CACHE_MANIFEST).read_text())
     assert manifest["source"] == str(bundled_gguf_path().resolve())
     assert not [p for p in models_dir.iterdir() if p.name.startswith(".")]
     assert "quantization_config" not in json.loads((entry / "config.json").read_text())
-    started = time.perf_counter()
+    weights = entry / "model.safetensors"
+    written = weights.stat().st_mtime_ns
+
+    def no_gguf_read(*args, **kwargs):
+        raise AssertionError("a cached model must load from its safetensors copy, not de-quantise the GGUF again")
+
+    # The slow part of a first load is reading the GGUF; a reload must not reach it at all.
+    monkeypatch.setattr("hindsight.llm.hf._forget_gguf_quantization", no_gguf_read)
     again = load_model("hf:smollm2", cache_dir=models_dir, device="cpu")
-    assert time.perf_counter() - started < 5.0
+    assert weights.stat().st_mtime_ns == written
     assert again.generate([SHORT], GREEDY)[0].token_ids == greedy_pair[0].token_ids
 
 
