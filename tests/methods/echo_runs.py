@@ -42,12 +42,13 @@ def attempt(seed: int, update: int, *, solved: bool, late: bool, guidance: str =
 
 def write_echo_run(folder: Path, *, updates: int = 6, tasks: int = 4, group: int = 2, solve_all: bool = False,
                    critiques: Sequence[str] = ("At turn 1 you moved left into the hole; move right there.", "none"),
-                   kind: str = "echo") -> Path:
+                   kind: str = "echo", evals: Sequence[int] = ()) -> Path:
     """`updates` updates of `tasks` initial attempts each, `group` refinements per attempt.
 
     Task k of update u fails unless k == 0 (or `solve_all`); failures in the first half of
     the updates fall into holes, later ones run out of moves. Refinement j carries
-    critiques[j % len(critiques)] and improves (s_r = 1) when j is even.
+    critiques[j % len(critiques)] and improves (s_r = 1) when j is even. Each step of `evals` gets a
+    validation evaluation file of 3 tasks, the first solved, failing like training at that time.
     """
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.yaml").write_text(yaml.safe_dump({"kind": kind, "env": "frozenlake", "updates": updates,
@@ -72,6 +73,10 @@ def write_echo_run(folder: Path, *, updates: int = 6, tasks: int = 4, group: int
                             "critique": critique, "critic_output": f"<critique>{critique}</critique>",
                             "critique_parse_error": None, "critic": "adapter"}
                     train.write_trajectory(refined.with_meta(update=update, echo=echo))
+    for step_number in evals:
+        with run.trajectory_writer(f"eval-validation-{step_number:06d}", env="frozenlake", split="validation") as w:
+            for task in range(3):
+                w.write_trajectory(attempt(task, step_number, solved=task == 0, late=step_number > updates // 2))
     return folder
 
 

@@ -156,6 +156,19 @@ def test_stages_only_hold_failures_of_their_updates(tmp_path):
     assert [(f.update, f.stage) for f in failures] == [(1, 0), (2, 0), (3, 1), (4, 1), (5, 1)]
 
 
+def test_evaluation_failures_are_staged_by_their_step(tmp_path):
+    run = write_echo_run(tmp_path / "run", updates=6, tasks=2, evals=(0, 3, 6))
+    logs = read_echo_logs(run)
+    assert logs.updates("eval") == [0, 1, 2, 3, 4, 5, 6] and logs.updates("initial") == [1, 2, 3, 4, 5, 6]
+    stages = split_stages(0, 6, 3)
+    failures = collect_failures(logs, stages, "eval")
+    # Two failed tasks per evaluation; steps 0 and 3 fall in stages 0 and 1, step 6 in stage 2.
+    assert [(f.update, f.stage) for f in failures] == [(0, 0), (0, 0), (3, 1), (3, 1), (6, 2), (6, 2)]
+    result = analyse(run, tmp_path / "out", failures="eval", stages=3)
+    assert result.failures.analysed_per_stage == (2, 2, 2) and result.failures.source == "eval"
+    assert result.failures.drift.drift > 0.5
+
+
 def test_cli_errors_are_one_line(tmp_path, capsys, monkeypatch):
     grpo = write_echo_run(tmp_path / "grpo", kind="grpo")
     assert main(["echo-analyze", str(grpo)]) == 2

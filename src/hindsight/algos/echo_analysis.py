@@ -147,6 +147,14 @@ class Drift:
         return self.drift - self.chance_drift
 
 
+#: The drift number in one sentence, written into analysis.json beside it.
+DRIFT_DEFINITION = (
+    "Euclidean distance between the mean unit-length embedding of the first stage's failures and that of the "
+    "last stage's (0 to 2); chance_drift is its mean over shuffles of the stage labels, p_value the share of "
+    "shuffles (counting the observation) at least as large."
+)
+
+
 def _centroid_distance(vectors: np.ndarray, labels: np.ndarray, a: int, b: int) -> float:
     return float(np.linalg.norm(vectors[labels == a].mean(axis=0) - vectors[labels == b].mean(axis=0)))
 

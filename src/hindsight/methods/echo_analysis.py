@@ -38,7 +38,7 @@ import numpy as np
 
 from hindsight.agent.critique_judge import CritiqueCase, CritiqueJudge
 from hindsight.algos.echo_analysis import (
-    Drift, RatedCritique, RatingTables, RatingTally, Stage, failure_drift, sample_per_stage, split_stages, stage_of,
+    DRIFT_DEFINITION, Drift, RatedCritique, RatingTables, RatingTally, Stage, failure_drift, sample_per_stage, split_stages, stage_of,
     tally_ratings,
 )
 from hindsight.configs import ConfigError
@@ -404,7 +404,7 @@ def analysis_json(analysis: EchoAnalysis) -> dict[str, Any]:
     if analysis.failures is not None:
         failures = asdict(analysis.failures)
         failures.pop("points")
-        out["failure_drift"] = failures
+        out["failure_drift"] = {**failures, "definition": DRIFT_DEFINITION}
     if analysis.critiques is not None:
         critiques = analysis.critiques
         out["critiques"] = {
