@@ -471,8 +471,8 @@ def point_chart(
     x_label: str = "",
     y_label: str = "",
     markers: Sequence[PointSet] = (),
-    width: int = 520,
-    height: int = 420,
+    width: int = 460,
+    height: int = 380,
 ) -> str:
     """Dots on axes fitted to the data (a 2-D map such as t-SNE's, whose axes carry no units);
     `markers` are drawn on top as larger outlined dots (e.g. each set's centre)."""
