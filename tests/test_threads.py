@@ -47,7 +47,7 @@ def test_bad_values_are_one_line_errors(restore_threads, value, capsys):
 
 
 @pytest.mark.parametrize("command", [["eval", "--env", "frozenlake", "--model", "smollm2"], ["train", "grpo"],
-                                     ["echo-compare", "RUN"], ["sweep", "memory", "--env", "frozenlake",
+                                     ["echo-compare", "RUN"], ["echo-analyze", "RUN"], ["sweep", "memory", "--env", "frozenlake",
                                                                "--model", "smollm2", "--out", "D"]])
 def test_every_command_that_runs_a_model_takes_threads(command):
     assert build_parser().parse_args([*command, "--threads", "3"]).threads == "3"

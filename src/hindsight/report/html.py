@@ -441,3 +441,25 @@ def render_report(runs: Sequence[ReportRun], groups: Sequence[MemoryGroup], *, t
 </body>
 </html>
 """
+
+
+def standalone_page(title: str, body: str, *, meta: str = "") -> str:
+    """A self-contained page in the report's style for the output of one analysis (`body` is
+    trusted HTML built with `esc`; `title` and `meta` are escaped here). It runs no script,
+    and its policy forbids any, so the page needs nothing beyond itself."""
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<title>{esc(title)}</title>
+<style>{_STYLE}</style>
+</head>
+<body>
+<h1>{esc(title)}</h1>
+<p class="meta">{esc(meta)}</p>
+{body}
+</body>
+</html>
+"""

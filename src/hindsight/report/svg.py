@@ -452,3 +452,45 @@ def stacked_bar_chart(
                         f"<title>{esc(label)} · {_num(x)}: {value:.3f}</title></rect>")
             base = top
     return _svg(width, height, title, body)
+
+
+@dataclass(frozen=True)
+class PointSet:
+    """Points of one colour in a `point_chart`; `ids` (one per point, optional) tag each dot (`data-id`)."""
+
+    label: str
+    points: tuple[tuple[float, float], ...]
+    color: str
+    ids: tuple[str, ...] = ()
+
+
+def point_chart(
+    sets: Sequence[PointSet],
+    *,
+    title: str,
+    x_label: str = "",
+    y_label: str = "",
+    markers: Sequence[PointSet] = (),
+    width: int = 460,
+    height: int = 380,
+) -> str:
+    """Dots on axes fitted to the data (a 2-D map such as t-SNE's, whose axes carry no units);
+    `markers` are drawn on top as larger outlined dots (e.g. each set's centre)."""
+    xs = [x for s in (*sets, *markers) for x, _ in s.points] or [0.0, 1.0]
+    ys = [y for s in (*sets, *markers) for _, y in s.points] or [0.0, 1.0]
+    frame = Frame(width, height, 48, 12, 12, 40, *auto_range(xs), *auto_range(ys))
+    x_ticks = [(t, _fmt_tick(t)) for t in nice_ticks(frame.x_min, frame.x_max, 5)]
+    body = _axes(frame, x_ticks, nice_ticks(frame.y_min, frame.y_max, 5), x_label, y_label)
+    for s in sets:
+        dots = []
+        for k, (x, y) in enumerate(s.points):
+            tag = f' data-id="{esc(s.ids[k])}"' if k < len(s.ids) else ""
+            dots.append(f'<circle cx="{frame.x(x):.1f}" cy="{frame.y(y):.1f}" r="3" fill="{s.color}" '
+                        f'fill-opacity="0.6"{tag}><title>{esc(s.label)}'
+                        f'{": " + esc(s.ids[k]) if k < len(s.ids) else ""}</title></circle>')
+        body.append(f'<g class="points" data-label="{esc(s.label)}" {_data_points(s.points)}>{"".join(dots)}</g>')
+    for s in markers:
+        for x, y in s.points:
+            body.append(f'<circle cx="{frame.x(x):.1f}" cy="{frame.y(y):.1f}" r="7" fill="{s.color}" '
+                        f'stroke="#222" stroke-width="1.5" class="marker"><title>{esc(s.label)}</title></circle>')
+    return _svg(width, height, title, body)
