@@ -14,7 +14,8 @@ import sys
 
 from hindsight import __version__
 
-COMMAND_MODULES = ("demo", "envs", "serve_env", "eval", "train", "echo", "export_adapter", "diagnose", "report", "sweep")
+COMMAND_MODULES = ("demo", "envs", "serve_env", "eval", "train", "echo", "export_adapter", "diagnose", "report", "sweep",
+                   "bench")
 
 #: Exit code for user mistakes (unknown env, unknown model, bad arguments).
 USAGE_ERROR = 2
