@@ -339,3 +339,17 @@ def test_a_real_evaluation_cell_end_to_end(tmp_path, capsys):
     assert "tide-frozenlake" in page and "Smoke scale" in page
     assert main(["bench", "--quick", "--out", str(out), "--model", "random", "--only", "tide-frozenlake"]) == 0
     assert "finished before, skipped: tide-frozenlake" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_real_training_cell_with_a_tiny_model(tmp_path, tiny_model_dir):
+    """ECHO's GRPO arm with a 2-layer random Llama: `hindsight train grpo` and `hindsight report` as child
+    processes, its final evaluation and stage timings read, and a second bench that skips it."""
+    out = tmp_path / "bench"
+    argv = ["bench", "--quick", "--out", str(out), "--model", f"hf:{tiny_model_dir}", "--only", "echo-grpo-s0"]
+    assert main(argv) == 0
+    record = CellRecord.read(out / "cells" / "echo-grpo-s0" / "cell.json")
+    assert record.status == DONE and record.values["episodes"] == QUICK.test_tasks
+    assert {"timing/rollout_s", "timing/update_s"} <= set(record.values)
+    assert (out / "cells" / "echo-grpo-s0" / "report" / "index.html").is_file()
+    assert main(argv) == 0 and CellRecord.read(out / "cells" / "echo-grpo-s0" / "cell.json") == record
