@@ -38,7 +38,9 @@ for stage in $stages; do
       spawn "cso-s$seed" "train cso '$out/cso-s$seed' $common --set seed=$seed"
       spawn "step-dpo-s$seed" "train cso '$out/step-dpo-s$seed' $common --set seed=$seed --set method=step-dpo"
       spawn "ipr-s$seed" "train cso '$out/ipr-s$seed' $common --set seed=$seed --set method=ipr --set mc_rollouts=2"
-      spawn "eto-s$seed" "train eto '$out/eto-s$seed' $common --set seed=$seed"
+      # ETO refuses CSO's keys (k, prm): its own recipe has the same settings otherwise.
+      spawn "eto-s$seed" "train eto '$out/eto-s$seed' --config recipes/eto-frozenlake5.yaml --set rounds=2 \
+        --set tasks_per_round=32 --set epochs=2 --set final_eval_episodes=300 --set seed=$seed"
       # RFT: the same 64 train tasks, 2 sampled attempts each, its successes cloned (1 epoch).
       spawn "rft-s$seed" "train sft '$out/rft-s$seed' --config recipes/sft-frozenlake3.yaml --set seed=$seed \
         --set env_kwargs='{size: 5, max_steps: 10}' --set init_from=frozenlake3 --set demos=smollm2+frozenlake3 \

@@ -15,7 +15,7 @@ import sys
 from hindsight import __version__
 
 COMMAND_MODULES = ("demo", "envs", "serve_env", "eval", "train", "echo", "echo_analyze", "export_adapter", "diagnose",
-                   "report", "sweep")
+                   "report", "sweep", "bench")
 
 #: Exit code for user mistakes (unknown env, unknown model, bad arguments).
 USAGE_ERROR = 2
