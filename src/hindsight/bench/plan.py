@@ -139,9 +139,12 @@ QUICK = Scale(
     # one batch of 16 sequences keeps it to one optimizer step.
     selfguide=SelfGuideSizes(attempts=4, start_batch_size=16, updates=4, tasks_per_update=1, group_size=2,
                              attempts_s=45, start_s=150, react_s=40, react_sg_s=70, reflexion_s=80, reflact_s=70,
-                             grpo_s=100, sg_s=150),
+                             grpo_s=100, sg_s=450),
+    # Budgets as measured on 2026-11-24 (idle machine, 2 jobs): the Self-Guide arms took 7m07s-7m40s
+    # each (an update trains ~19k tokens of assessment and action prompts), IPR 3m24s, ETO 2m04s,
+    # RFT 1m46s; the whole quick bench 37m36s, over its 30-minute target (docs/results.md, issue 16).
     cso=CSOSizes(rounds=1, tasks_per_round=3, k=3, epochs=1, mc_rollouts=2, rft_tasks=4,
-                 start_s=40, method_s=100, ipr_s=130, no_prm_s=130, rft_s=80),
+                 start_s=40, method_s=130, ipr_s=210, no_prm_s=130, rft_s=110),
     # The bundled model writes no valid action zero-shot, so every episode runs all its steps: 95 s for
     # 3 tasks x 4 steps on FrozenLake were measured on a core shared with two training jobs.
     tide=TideSizes(tasks=3, max_steps=3, fast_s=50, slow_s=100),
