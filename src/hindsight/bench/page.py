@@ -16,7 +16,7 @@ from hindsight.bench.cells import BLOCKED, DONE, FAILED, BenchTable, Cell, CellR
 from hindsight.bench.plan import Plan
 from hindsight.bench.published import PublishedTable
 from hindsight.bench.runner import duration
-from hindsight.report.html import _STYLE
+from hindsight.report.html import html_document
 from hindsight.report.svg import esc
 
 REPORT_DIR, REPORT_FILE = "report", "index.html"
@@ -161,17 +161,7 @@ def render_page(plan: Plan, records: Mapping[str, CellRecord], generated: dateti
                   for t in plan.tables)
     sections = "".join(_table_section(t, plan, records, values) for t in plan.tables)
     cells = "".join(_cell_block(cell, records.get(cell.name), base) for cell in plan.cells)
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
-<title>Hindsight bench ({esc(plan.scale.name)})</title>
-<style>{_STYLE}{_BENCH_STYLE}</style>
-</head>
-<body>
-<h1>Hindsight bench: the papers' tables beside ours ({esc(plan.scale.name)} scale)</h1>
+    body = f"""<h1>Hindsight bench: the papers' tables beside ours ({esc(plan.scale.name)} scale)</h1>
 {smoke}
 <p class="meta">Model <code>{esc(plan.target.model)}</code> · environment: {esc(environment)} ·
 {len(plan.cells)} cells: {esc(tally)} · {duration(used)} of core time used so far, against a budget of
@@ -185,10 +175,8 @@ Run again with the same command to finish or retry what is not done; finished ce
   <code>--resume</code>); its folder under <code>cells/</code> holds the run directories, the log and
   <code>cell.json</code> with the numbers read.</p>
   {cells}
-</section>
-</body>
-</html>
-"""
+</section>"""
+    return html_document(f"Hindsight bench ({plan.scale.name})", body, style=_BENCH_STYLE)
 
 
 def write_page(plan: Plan, records: Mapping[str, CellRecord]) -> Path:

@@ -421,23 +421,34 @@ def render_report(runs: Sequence[ReportRun], groups: Sequence[MemoryGroup], *, t
     variants = sorted({e.run.loops.variant for e in runs})
     trained = f" and {len(training)} training run(s)" if training else ""
     finder = f";\nloop finder: {esc(', '.join(variants))}" if variants else ""
+    body = f"""<h1>{esc(title)}</h1>
+<p class="meta">Generated {esc(generated.strftime("%Y-%m-%d %H:%M UTC"))} from {len(runs)} run(s){trained}{finder}.</p>
+<details><summary>inputs</summary><ul>{inputs_html}</ul></details>
+{training_section(training, overlay)}
+{_evaluation_sections(runs, groups) if runs else ""}"""
+    return html_document(title, body, policy=f"{STATIC_POLICY}; script-src 'unsafe-inline'; img-src data:",
+                         head=f"<script>{_ERROR_HOOK}</script>\n")
+
+
+#: What every page allows itself: its own inline style and nothing else (a page may add to it).
+STATIC_POLICY = "default-src 'none'; style-src 'unsafe-inline'"
+
+
+def html_document(title: str, body: str, *, policy: str = STATIC_POLICY, head: str = "", style: str = "") -> str:
+    """A whole self-contained page in the report's style: `title` escaped here, `body` and `head` (extra
+    trusted HTML for the head, such as a script) built with `esc` by the caller, `style` CSS added after
+    the report's own, and `policy` its Content-Security-Policy, so a page runs nothing it does not name."""
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy"
-      content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<meta http-equiv="Content-Security-Policy" content="{policy}">
 <title>{esc(title)}</title>
-<script>{_ERROR_HOOK}</script>
-<style>{_STYLE}</style>
+{head}<style>{_STYLE}{style}</style>
 </head>
 <body>
-<h1>{esc(title)}</h1>
-<p class="meta">Generated {esc(generated.strftime("%Y-%m-%d %H:%M UTC"))} from {len(runs)} run(s){trained}{finder}.</p>
-<details><summary>inputs</summary><ul>{inputs_html}</ul></details>
-{training_section(training, overlay)}
-{_evaluation_sections(runs, groups) if runs else ""}
+{body}
 </body>
 </html>
 """
@@ -447,19 +458,5 @@ def standalone_page(title: str, body: str, *, meta: str = "") -> str:
     """A self-contained page in the report's style for the output of one analysis (`body` is
     trusted HTML built with `esc`; `title` and `meta` are escaped here). It runs no script,
     and its policy forbids any, so the page needs nothing beyond itself."""
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
-<title>{esc(title)}</title>
-<style>{_STYLE}</style>
-</head>
-<body>
-<h1>{esc(title)}</h1>
-<p class="meta">{esc(meta)}</p>
-{body}
-</body>
-</html>
-"""
+    return html_document(title, f'<h1>{esc(title)}</h1>\n<p class="meta">{esc(meta)}</p>\n{body}',
+                         policy=f"{STATIC_POLICY}; img-src data:")
