@@ -24,16 +24,15 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from hindsight.llm.hf import bundled_gguf_path, convert_gguf
+from hindsight.llm.vllm import LocalServer
 
 CONFIGS = ("in-process", "server", "server-cb", "ray")
 PROMPT = ("Walk on the frozen lake from P to the goal G without stepping into a hole H. Reply with one move: "
@@ -53,25 +52,6 @@ class Measurement:
     @property
     def steps_per_s(self) -> float:
         return self.steps / self.wall_s
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_healthy(url: str, server: subprocess.Popen, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"transformers serve exited with {server.returncode} before answering; see its log")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2):
-                return
-        except OSError:
-            time.sleep(1)
-    raise SystemExit(f"transformers serve did not answer {url}/health within {timeout:.0f} s")
 
 
 def evaluate(config: str, out: Path, args: argparse.Namespace, extra_env: dict[str, str], model: str,
@@ -97,22 +77,18 @@ def measure(config: str, repeat: int, args: argparse.Namespace, model_dir: Path)
     elif config == "ray":
         summary = evaluate(config, out, args, {}, "ray:smollm2", 1)
     else:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        log = open(args.out / f"server-{repeat}.log", "w")
-        server = subprocess.Popen(
-            ["transformers", "serve", str(model_dir), "--port", str(port), "--host", "127.0.0.1", "--device", "cpu",
-             *(["--continuous-batching"] if config == "server-cb" else [])],
-            stdout=log, stderr=subprocess.STDOUT,
-            env={**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1"})
+        batching = ["--continuous-batching"] if config == "server-cb" else []
+        server = LocalServer(
+            "transformers serve",
+            lambda port: ["transformers", "serve", str(model_dir), "--port", str(port), "--host", "127.0.0.1",
+                          "--device", "cpu", *batching],
+            env={**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1"},
+            startup_timeout=args.server_timeout, log_path=args.out / f"server-{repeat}.log")
         try:
-            wait_healthy(url, server, args.server_timeout)
-            summary = evaluate(config, out, args, {"OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": "none"},
+            summary = evaluate(config, out, args, {"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "none"},
                                f"openai:{model_dir}", 1)
         finally:
-            server.terminate()
-            server.wait(timeout=60)
-            log.close()
+            server.close()
     total = time.perf_counter() - started
     return Measurement(config, repeat, summary["episodes"], summary["steps"], summary["success_rate"],
                        summary["wall_s"], total - summary["wall_s"])

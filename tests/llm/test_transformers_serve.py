@@ -6,53 +6,32 @@ on CPU; the evaluation must record every step of every episode, with the server'
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from hindsight.llm.vllm import LocalServer
+
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
 def served(tiny_model_dir, tmp_path):
-    port = free_port()
-    log = open(tmp_path / "server.log", "w")
-    server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "transformers"), "serve", str(tiny_model_dir), "--port", str(port),
-         "--host", "127.0.0.1", "--device", "cpu"],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    try:
-        while True:
-            assert server.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "transformers serve did not start within 300 s"
-                time.sleep(0.5)
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-        log.close()
+    server = LocalServer(
+        "transformers serve",
+        lambda port: [str(Path(sys.executable).parent / "transformers"), "serve", str(tiny_model_dir),
+                      "--port", str(port), "--host", "127.0.0.1", "--device", "cpu"],
+        env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}, startup_timeout=300,
+        log_path=tmp_path / "server.log")
+    yield server.url
+    server.close()
 
 
 def test_an_evaluation_against_transformers_serve_records_every_step(served, tiny_model_dir, tmp_path):
     out = tmp_path / "eval"
-    env = {**os.environ, "OPENAI_BASE_URL": f"{served}/v1", "OPENAI_API_KEY": "unused", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "OPENAI_BASE_URL": served, "OPENAI_API_KEY": "unused", "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(
         [sys.executable, "-m", "hindsight", "eval", "--env", "frozenlake", "--model", f"openai:{tiny_model_dir}",
          "--episodes", "4", "--max-steps", "3", "--max-new-tokens", "8", "--temperature", "0", "--out", str(out),

@@ -12,7 +12,7 @@ What a vLLM server offers beyond the OpenAI protocol, and what Hindsight uses of
   scoring of a fixed token sequence, with no tokenizer in between.
 - `return_tokens_as_token_ids: true` writes each token of a log-prob list as `token_id:N`.
 
-`VLLMServer` runs `vllm serve` as a subprocess on a free local port; `VLLMBackend` is the
+`VLLMServer` runs `vllm serve` as a subprocess on a free local port (a `LocalServer`); `VLLMBackend` is the
 `vllm:MODEL` spec: such a server plus an `OpenAIBackend` that talks to it. Without the
 vllm package both refuse with one line that says how to get it or how to point at a
 server started elsewhere.
@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from hindsight.llm.base import ModelError
@@ -59,7 +59,77 @@ def require_vllm(what: str) -> None:
         )
 
 
-class VLLMServer:
+class LocalServer:
+    """An HTTP model server run as a subprocess on a free local port, until `close` (or the end
+    of this process): `command(port)` is its command line; it is ready once `GET /health`
+    answers 200. Its output goes to `log_path` (default: a temporary file), which errors name;
+    a server that exits or is not ready within `startup_timeout` raises `ModelError`. It runs
+    in a session of its own, so `close` also stops the processes it started.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        command: Callable[[int], list[str]],
+        *,
+        env: Mapping[str, str] | None = None,
+        startup_timeout: float = 900.0,
+        log_path: Path | None = None,
+    ) -> None:
+        port = _free_port()
+        if log_path is None:
+            handle, path = tempfile.mkstemp(prefix=f"{name.split()[0]}-serve-", suffix=".log")
+            os.close(handle)
+            log_path = Path(path)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        self.log_path = log_path
+        self.url = f"http://127.0.0.1:{port}/v1"
+        with log_path.open("ab") as log:
+            self.process = subprocess.Popen(command(port), stdout=log, stderr=subprocess.STDOUT,
+                                            env=dict(env) if env is not None else None, start_new_session=True)
+        atexit.register(self.close)
+        try:
+            self._wait_until_ready(port, startup_timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _wait_until_ready(self, port: int, timeout: float) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise ModelError(f"{self.name} exited with code {code} before it was ready: "
+                                 f"{_last_line(self.log_path)} (log: {self.log_path})")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=POLL_SECONDS).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass  # not listening yet
+            if time.monotonic() > deadline:
+                raise ModelError(f"{self.name} was not ready after {timeout:g} s (log: {self.log_path})")
+            time.sleep(POLL_SECONDS)
+
+    def close(self) -> None:
+        """Stop the server and the processes it started (idempotent)."""
+        if self.process.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.process.wait(wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+class VLLMServer(LocalServer):
     """`vllm serve MODEL` on a free local port, until `close` (or the end of this process).
 
     `enable_lora` adds `--enable-lora`, `--max-lora-rank` (the smallest rank vLLM accepts
@@ -79,65 +149,19 @@ class VLLMServer:
         startup_timeout: float = 900.0,
         log_path: Path | None = None,
     ) -> None:
-        port = _free_port()
-        command = [_vllm_command(), "serve", model, "--host", "127.0.0.1", "--port", str(port)]
+        options: list[str] = []
         env = dict(os.environ)
         if enable_lora:
             rank = next((r for r in MAX_LORA_RANKS if r >= max_lora_rank), max_lora_rank)
-            command += ["--enable-lora", "--max-lora-rank", str(rank)]
+            options += ["--enable-lora", "--max-lora-rank", str(rank)]
             env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
-        command += list(serve_args)
-        if log_path is None:
-            handle, name = tempfile.mkstemp(prefix="vllm-serve-", suffix=".log")
-            os.close(handle)
-            log_path = Path(name)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
+        options += list(serve_args)
+        vllm = _vllm_command()
         self.model = model
-        self.log_path = log_path
-        self.url = f"http://127.0.0.1:{port}/v1"
-        with log_path.open("ab") as log:
-            # A session of its own: vLLM starts engine processes, and `close` stops them all.
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                            start_new_session=True)
-        atexit.register(self.close)
-        try:
-            self._wait_until_ready(port, startup_timeout)
-        except BaseException:
-            self.close()
-            raise
-
-    def _wait_until_ready(self, port: int, timeout: float) -> None:
-        import httpx
-
-        deadline = time.monotonic() + timeout
-        while True:
-            code = self.process.poll()
-            if code is not None:
-                raise ModelError(f"vllm serve {self.model} exited with code {code} before it was ready: "
-                                 f"{_last_line(self.log_path)} (log: {self.log_path})")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=POLL_SECONDS).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass  # not listening yet
-            if time.monotonic() > deadline:
-                raise ModelError(f"vllm serve {self.model} was not ready after {timeout:g} s (log: {self.log_path})")
-            time.sleep(POLL_SECONDS)
-
-    def close(self) -> None:
-        """Stop the server and the processes it started (idempotent)."""
-        if self.process.poll() is not None:
-            return
-        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                self.process.wait(wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        super().__init__(
+            f"vllm serve {model}",
+            lambda port: [vllm, "serve", model, "--host", "127.0.0.1", "--port", str(port), *options],
+            env=env, startup_timeout=startup_timeout, log_path=log_path)
 
 
 class VLLMBackend(OpenAIBackend):
