@@ -237,7 +237,7 @@ class HindsightAgentLoop(AgentLoopBase):
             response_logprobs=logprobs[: self.response_length] if logprobs else None,
             reward_score=reward,
             # verl counts the first prompt as a turn, then every assistant and user message.
-            num_turns=1 + turns + observations + (len(labels) * 2 if spec.self_guide else 0),
+            num_turns=1 + turns + observations + 2 * len(labels),
             metrics={},
             extra_fields={"turn_scores": turn_scores, "tool_rewards": [], "env_success": success,
                           "env_steps": turns - int(stopped), "env_invalid_answers": invalid,
