@@ -77,6 +77,9 @@ class EchoSizes:
 @dataclass(frozen=True)
 class SelfGuideSizes:
     attempts: int  # train tasks the start policy attempts before the assessment SFT
+    max_steps: int  # every cell's step budget per episode; 0: the recipe's (or the environment's) own
+    #: The arms recompute activations in the backward pass: less memory, about 25% more time per update.
+    gradient_checkpointing: bool
     start_batch_size: int
     updates: int
     tasks_per_update: int
@@ -135,9 +138,12 @@ QUICK = Scale(
                    phases=(("early", 1), ("late", 2)), compare_tasks=3, compare_samples=2,
                    start_s=40, sft_s=0, critic_sft_s=0, grpo_s=110, echo_s=170, compare_s=70),
     # Four updates of one task each: enough for the trust schedules to differ (λ at u = 0, ¼, ½, ¾).
-    # Four sampled attempts: the start SFT needs a success among them to rehearse (2 of 4 here, measured);
-    # one batch of 16 sequences keeps it to one optimizer step.
-    selfguide=SelfGuideSizes(attempts=4, start_batch_size=16, updates=4, tasks_per_update=1, group_size=2,
+    # Six sampled attempts: the start SFT needs a success among them to rehearse; one batch of 16
+    # sequences keeps it to one optimizer step. Six steps per episode instead of the recipe's ten: an
+    # assessment prompt replays the whole episode so far, so an update's tokens grow with the square of
+    # its episodes' length (92% of FrozenLake 5x5 tasks are solvable in six moves). Sequences that short
+    # need no activation checkpointing.
+    selfguide=SelfGuideSizes(attempts=6, max_steps=6, gradient_checkpointing=False, start_batch_size=16, updates=4, tasks_per_update=1, group_size=2,
                              attempts_s=45, start_s=150, react_s=40, react_sg_s=70, reflexion_s=80, reflact_s=70,
                              grpo_s=100, sg_s=450),
     # Budgets as measured on 2026-11-24 (idle machine, 2 jobs): the Self-Guide arms took 7m07s-7m40s
@@ -155,7 +161,7 @@ FULL = Scale(
     echo=EchoSizes(updates=4, tasks_per_update=4, group_size=4, critic_max_new_tokens=96,
                    phases=(("early", 1), ("mid", 2), ("late", 4)), compare_tasks=100, compare_samples=4,
                    start_s=500, sft_s=6000, critic_sft_s=2700, grpo_s=1200, echo_s=1800, compare_s=1800),
-    selfguide=SelfGuideSizes(attempts=160, start_batch_size=16, updates=8, tasks_per_update=4, group_size=4,
+    selfguide=SelfGuideSizes(attempts=160, max_steps=0, gradient_checkpointing=True, start_batch_size=16, updates=8, tasks_per_update=4, group_size=4,
                              attempts_s=700, start_s=5400, react_s=1500, react_sg_s=4000, reflexion_s=4000,
                              reflact_s=4000, grpo_s=3000, sg_s=12000),
     cso=CSOSizes(rounds=2, tasks_per_round=32, k=5, epochs=2, mc_rollouts=2, rft_tasks=64,
@@ -238,6 +244,12 @@ class Setting:
         """The training config keys of the setting."""
         return {"env": self.env, "env_kwargs": self.env_kwargs, "system_prompt": self.system_prompt,
                 "memory": self.memory, "max_new_tokens": self.max_new_tokens}
+
+    def with_max_steps(self, max_steps: int) -> Setting:
+        """The setting with every episode cut at `max_steps` (0: unchanged); every environment takes the option."""
+        if not max_steps:
+            return self
+        return replace(self, env_kwargs={**self.env_kwargs, "max_steps": max_steps})
 
     def eval_args(self) -> tuple[str, ...]:
         """The same setting as `hindsight eval` flags."""
@@ -484,7 +496,7 @@ def echo_section(ctx: Context) -> Section:
 def selfguide_section(ctx: Context) -> Section:
     sizes, seeds, target, tasks = ctx.scale.selfguide, ctx.scale.seeds, ctx.target, str(ctx.scale.test_tasks)
     recipe = Recipe.load("grpo-selfguide-frozenlake5.yaml")
-    setting = target.setting(recipe)
+    setting = target.setting(recipe).with_max_steps(sizes.max_steps)
     shipped = target.start_adapter
     start_blocker = target.train_blocker() or oracle_blocker(setting.env, "the start learns its self-assessments")
     cells = [
@@ -521,7 +533,7 @@ def selfguide_section(ctx: Context) -> Section:
                    sizes.sg_s) for name, title, points in schedules)
     common = {**setting.config(), **target.training(ctx.run("sg-start")), "updates": sizes.updates,
               "tasks_per_update": sizes.tasks_per_update, "group_size": sizes.group_size,
-              "final_eval_episodes": ctx.scale.test_tasks}
+              "gradient_checkpointing": sizes.gradient_checkpointing, "final_eval_episodes": ctx.scale.test_tasks}
     for seed in seeds:
         for arm, title, switch, budget in arms:
             cells.append(ctx.train_cell(f"sg-{arm}-s{seed}", SELF_GUIDE, f"{title}, seed {seed}", "grpo", recipe,
