@@ -1,6 +1,6 @@
 # Shared helpers of the resumable comparison scripts (sourced, not run).
-# The caller sets: out (the output folder) and lake (an array of `hindsight eval` environment
-# flags). Jobs run side by side, one per core of CORES (default "0 1"), so two drivers can
+# The caller sets: out (the output folder), lake (an array of `hindsight eval` environment
+# flags) and, for `arm`, start (the run every arm starts from). Jobs run side by side, one per core of CORES (default "0 1"), so two drivers can
 # share the machine: CORES=0 for one, CORES=1 for the other.
 
 train() {  # train METHOD DIR ARGS...: a new run, or the unfinished one continued
@@ -31,4 +31,10 @@ spawn() {  # spawn LOG COMMAND...: run on the next free core, at most one job pe
   echo "$(date +%T) core $core: $log"
   taskset -c "$core" env HINDSIGHT_THREADS=1 OMP_NUM_THREADS=1 bash -c "$(declare -f train evaluate); lake=(${lake[*]@Q}); $*" \
     > "$out/$log.log" 2>&1 &
+}
+
+arm() {  # arm NAME SEED METHOD RECIPE SWITCHES...: one training run from $start, in the background
+  local name=$1 seed=$2 method=$3 config=$4
+  shift 4
+  spawn "$name-s$seed" "train $method '$out/$name-s$seed' --config $config --set init_from='$start' --set seed=$seed $*"
 }

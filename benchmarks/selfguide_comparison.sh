@@ -27,15 +27,9 @@ recipe=recipes/grpo-selfguide-frozenlake5.yaml
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
 lake=(--env frozenlake --set size=5 --set max_steps=10 --memory none --max-new-tokens 12 --system-prompt "$prompt")
 
-. benchmarks/lib.sh  # train, evaluate, spawn
+. benchmarks/lib.sh  # train, evaluate, spawn, arm
 
 start="$out/start"
-
-arm() {  # arm NAME SEED SWITCHES...: one GRPO run from the shared start, in the background
-  local name=$1 seed=$2
-  shift 2
-  spawn "$name-s$seed" "train grpo '$out/$name-s$seed' --config $recipe --set init_from='$start' --set seed=$seed $*"
-}
 for stage in $stages; do
   case $stage in
   start)
@@ -53,9 +47,9 @@ for stage in $stages; do
     ;;
   arms)
     for seed in 0 1 2; do
-      arm grpo "$seed"
-      arm sg "$seed" --set self_guide=true
-      arm sg-gr "$seed" --set self_guide=true --set guidance_reward=true
+      arm grpo "$seed" grpo "$recipe"
+      arm sg "$seed" grpo "$recipe" --set self_guide=true
+      arm sg-gr "$seed" grpo "$recipe" --set self_guide=true --set guidance_reward=true
     done
     wait
     ;;
@@ -68,7 +62,7 @@ for stage in $stages; do
           no-anneal) points="0.4 0.5 1.0 1.0" ;;
         esac
         read -r ts tf th te <<<"$points"
-        arm "sg-gr-$variant" "$seed" --set self_guide=true --set guidance_reward=true --set trust_start="$ts" \
+        arm "sg-gr-$variant" "$seed" grpo "$recipe" --set self_guide=true --set guidance_reward=true --set trust_start="$ts" \
           --set trust_full="$tf" --set trust_hold_until="$th" --set trust_end="$te"
       done
     done

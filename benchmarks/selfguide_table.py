@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hindsight.agent.selfguide import label_agreement
 from hindsight.logs import read_trajectories
-from tables import arm_outcomes, difference_header, difference_line, last_metric, metric_rows
+from tables import arm_table, difference_header, difference_line, env_steps, evaluation_outcomes, fixed, last_metric
 PROMPTING = (("react", "ReAct"), ("react-sg", "ReAct+SG"), ("reflexion", "Reflexion (3 attempts)"),
              ("reflact", "ReFlAct"))
 ARMS = (("grpo", "GRPO"), ("sg", "GRPO+SG (λ ≡ 0)"), ("sg-gr", "GRPO+SG+GR (paper λ: 0.4/0.5/0.7/0.8)"))
@@ -55,24 +55,10 @@ def prompting_table(out: Path) -> list[str]:
     return lines
 
 
-def arm_rows(out: Path, arms) -> tuple[list[str], dict[str, dict]]:
-    lines = ["| arm | seeds done | test success per seed | mean | env steps (train) | label agreement (train, "
-             "last update) | final λ |", "|---|---|---|---|---|---|---|"]
-    outcomes: dict[str, dict] = {}
-    for name, title in arms:
-        outcomes[name], per_seed, runs = arm_outcomes(out, name)
-        rows = [metric_rows(run) for run in runs]
-        steps = [int(last_metric(run_rows, "rollout/env_steps") or 0) for run_rows in rows]
-        agree = [_fixed(last_metric(run_rows, "selfguide/label_agreement")) for run_rows in rows]
-        lam = [_fixed(last_metric(run_rows, "selfguide/lambda")) for run_rows in rows]
-        mean = f"{sum(per_seed) / len(per_seed):.3f}" if per_seed else "–"
-        lines.append(f"| {title} | {len(per_seed)} | {', '.join(f'{x:.3f}' for x in per_seed) or '–'} | {mean} | "
-                     f"{', '.join(map(str, steps)) or '–'} | {', '.join(agree) or '–'} | {', '.join(lam) or '–'} |")
-    return lines, outcomes
-
-
-def _fixed(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}"
+COLUMNS = (("env steps (train)", env_steps),
+           ("label agreement (train, last update)",
+            lambda rows: fixed(last_metric(rows, "selfguide/label_agreement"))),
+           ("final λ", lambda rows: fixed(last_metric(rows, "selfguide/lambda"))))
 
 
 def main() -> None:
@@ -81,8 +67,12 @@ def main() -> None:
     out = parser.parse_args().out
     names = dict(ARMS + SCHEDULES)
     lines = prompting_table(out) + [""]
-    arm_lines, outcomes = arm_rows(out, ARMS + SCHEDULES)
+    arm_lines, outcomes = arm_table(out, ARMS + SCHEDULES, COLUMNS)
     lines += arm_lines + [""] + difference_header()
+    # The prompting baselines are one greedy run each: their pairs are the test tasks.
+    prompted = {name: evaluation_outcomes(out / name, seeds=(0,)) or {} for name, _ in PROMPTING}
+    for name, title in PROMPTING[1:]:
+        lines.append(difference_line(f"{title} − ReAct", prompted[name], prompted["react"]))
     for better, base in COMPARISONS + tuple((name, "sg-gr") for name, _ in SCHEDULES):
         lines.append(difference_line(f"{names[better]} − {names[base]}", outcomes[better], outcomes[base]))
     print("\n".join(lines))

@@ -10,7 +10,7 @@ A run that has not finished is left out, so a table can be printed at any point 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 from hindsight.logs import read_metrics, read_trajectories
 from hindsight.stats import paired_difference
@@ -59,6 +59,40 @@ def arm_outcomes(out: Path, arm: str) -> tuple[Outcomes, list[float], list[Path]
         per_seed.append(sum(got.values()) / len(got))
         runs.append(run)
     return merged, per_seed, runs
+
+
+def mean_metric(rows: list[dict], name: str) -> float | None:
+    """The metric's mean over the rows that have it; None where no row has it."""
+    values = [float(row[name]) for row in rows if name in row]
+    return sum(values) / len(values) if values else None
+
+
+def fixed(value: float | None, spec: str = ".2f") -> str:
+    return "–" if value is None else format(value, spec)
+
+
+#: A per-run column of an arm table: its title, and what it shows of one run's metrics rows.
+Column = tuple[str, Callable[[list[dict]], str]]
+
+
+def env_steps(rows: list[dict]) -> str:
+    return str(int(last_metric(rows, "rollout/env_steps") or 0))
+
+
+def arm_table(out: Path, arms: Sequence[tuple[str, str]], columns: Sequence[Column]) -> tuple[list[str], dict[str, Outcomes]]:
+    """One row per arm (seeds done, test success per seed and their mean, then each column for every
+    finished seed), and each arm's merged outcomes for the paired rows."""
+    lines = ["| arm | seeds done | test success per seed | mean | " + " | ".join(t for t, _ in columns) + " |",
+             "|---|---|---|---|" + "---|" * len(columns)]
+    outcomes: dict[str, Outcomes] = {}
+    for name, title in arms:
+        outcomes[name], per_seed, runs = arm_outcomes(out, name)
+        rows = [metric_rows(run) for run in runs]
+        mean = f"{sum(per_seed) / len(per_seed):.3f}" if per_seed else "–"
+        shown = [", ".join(read(r) for r in rows) or "–" for _, read in columns]
+        lines.append(f"| {title} | {len(per_seed)} | {', '.join(f'{x:.3f}' for x in per_seed) or '–'} | {mean} | "
+                     + " | ".join(shown) + " |")
+    return lines, outcomes
 
 
 def difference_header() -> list[str]:

@@ -1,4 +1,4 @@
-"""benchmarks/tables.py and the comparison tables built on it (cso_table.py, selfguide_table.py)."""
+"""benchmarks/tables.py and the comparison tables built on it (cso_table.py, selfguide_table.py, echo_table.py)."""
 
 import contextlib
 import io
@@ -31,7 +31,8 @@ def write_run(folder: Path, log: str, successes, metrics=(), finished=True) -> N
             writer.write_trajectory(outcome(100 + task, bool(success)))
     (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in metrics))
     if finished:
-        run.write_summary({"success_rate": sum(successes) / len(successes), "episodes": len(successes)})
+        run.write_summary({"success_rate": sum(successes) / len(successes), "episodes": len(successes),
+                           "mean_steps": 0.0, "invalid_rate": 0.0})
 
 
 def table(script: str, out: Path) -> str:
@@ -83,5 +84,22 @@ def test_selfguide_table_reads_arms_and_their_metrics(tmp_path):
     write_run(tmp_path / "sg-gr-s0", "eval-test-final", [1, 1, 1, 0], rows)
     text = table("selfguide_table", tmp_path)
     assert "| ReAct | missing |" in text
+    assert "| ReAct+SG − ReAct | not yet" in text
+    write_run(tmp_path / "react", "eval", [1, 0, 0, 1])
+    write_run(tmp_path / "react-sg", "eval", [1, 1, 0, 1])
+    text = table("selfguide_table", tmp_path)
+    assert "| ReAct+SG − ReAct | +0.250 [" in text and "1 seeds × 4 tasks" in text
     assert "| 1 | 0.750 | 0.750 | 320 | 0.61 | 0.00 |" in text
     assert "− GRPO | +0.250 [" in text
+
+
+def test_echo_table_compares_echo_with_grpo_and_its_ablations(tmp_path):
+    rows = [{"step": u, "rollout/env_steps": 40 * u, "echo/gain_mean": gain, "echo/improvement_rate": rate}
+            for u, gain, rate in ((1, 0.1, 0.2), (2, 0.3, 0.4))]
+    write_run(tmp_path / "grpo-s0", "eval-test-final", [1, 0, 1, 0], [{"step": 2, "rollout/env_steps": 64}])
+    write_run(tmp_path / "echo-s0", "eval-test-final", [1, 1, 1, 0], rows)
+    text = table("echo_table", tmp_path)
+    assert "| ECHO | 1 | 0.750 | 0.750 | 80 | +0.200 | 0.300 |" in text
+    assert "| GRPO | 1 | 0.500 | 0.500 | 64 | – | – |" in text
+    assert "| ECHO − GRPO | +0.250 [" in text
+    assert "| ECHO − ECHO, frozen critic | not yet" in text

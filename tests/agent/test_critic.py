@@ -1,13 +1,16 @@
-"""Critic prompts, the tolerant critique parser, model critics in one batch, and the template critic."""
+"""Critic prompts (with and without planner hints), the tolerant critique parser, model critics in one batch,
+the template critic, and the advice-taking refinements built from it."""
 
 import pytest
 
 from hindsight.agent.critic import (
-    CriticPrompt, ModelCritic, NoCritic, TemplateCritic, parse_critique, planner_distance, template_critique,
+    CriticPrompt, Departure, ModelCritic, NoCritic, TemplateCritic, advice_task, first_departure, parse_critique,
+    planner_distance, planner_moves, template_critique,
 )
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.prompts import Memory, PromptBuilder
 from hindsight.envs import make
+from hindsight.llm.scripted import OracleBackend
 from hindsight.types import Completion, SamplingParams
 from tests.agent.fakes import RecordingBackend
 
@@ -149,3 +152,60 @@ def test_planner_distance_is_the_oracle_plan_length():
         env.step(env.oracle_action())
         steps += 1
     assert before == steps and planner_distance(env) == 0
+
+
+DETOUR_LAKE = {"size": 3, "holes": "blocking", "p_hole": 0.0}
+
+
+def detour_attempt(seed=0):
+    """A FrozenLake 3×3 attempt that takes the planner's move, then its opposite, then the planner's,
+    with exactly the turns the planner needs: the detour makes it fail, and the advised move would not."""
+    def moves(turn, oracle):
+        return {"up": "down", "down": "up", "left": "right", "right": "left"}[oracle] if turn == 1 else oracle
+
+    env = make("frozenlake", **DETOUR_LAKE)
+    env.reset(seed)
+    distance = int(planner_distance(env))
+    assert distance >= 2  # every start is at least two moves from the goal
+    return frozenlake_attempt(moves, seed=seed, **DETOUR_LAKE, max_steps=distance)
+
+
+def test_first_departure_is_the_turn_the_template_critique_names():
+    attempt = detour_attempt()
+    departure = first_departure(attempt)
+    assert departure.turn == 1 and departure.problem == "did not bring the goal any closer"
+    assert f'You should do "{departure.move}" there' in template_critique(attempt)
+    out_of_turns = frozenlake_attempt(lambda t, o: o, seed=attempt.seed, **DETOUR_LAKE, max_steps=1)
+    assert not out_of_turns.success  # one move is not enough for any start
+    assert first_departure(out_of_turns) == Departure(1, first_departure(out_of_turns).move, None)
+
+
+def test_planner_hints_show_the_planner_move_before_every_turn():
+    attempt = detour_attempt()
+    prompts = PromptBuilder(Memory.parse("none"))
+    plain = CriticPrompt("criteria", prompts).build(attempt)[1].content
+    hinted = CriticPrompt("criteria", prompts, planner_hints=True).build(attempt)[1].content
+    assert "<planner_move>" not in plain
+    moves = planner_moves(attempt)
+    assert len(moves) == attempt.num_steps and moves[0] == attempt.steps[0].action  # turn 1 followed the planner
+    assert moves[1] != attempt.steps[1].action  # the detour
+    for index, move in enumerate(moves):
+        assert f"<env_feedback>{attempt.steps[index].feedback.splitlines()[0].strip()}</env_feedback>\n" \
+               f"<planner_move>{move}</planner_move>" in hinted
+
+
+def test_advice_task_replays_to_the_departure_and_takes_the_advised_move():
+    attempt = detour_attempt()
+    assert not attempt.success
+    task = advice_task(attempt)
+    departure = first_departure(attempt)
+    assert task.guidance == parse_critique(template_critique(attempt)).advice and task.guidance.startswith("At turn 2")
+    assert [turn.raw for turn in task.prefix[:-1]] == [attempt.steps[0].raw]
+    assert task.prefix[-1].raw.endswith(f"<action>{departure.move}</action>")
+    assert task.meta["advice_of"] == attempt.id
+    env_kwargs = attempt.env_kwargs
+    engine = RolloutEngine(lambda: make("frozenlake", **env_kwargs), OracleBackend(), RolloutConfig(concurrency=1))
+    refinement = engine.run([task])[0]
+    assert refinement.success and refinement.guidance == task.guidance
+    assert [s.action for s in refinement.steps[:2]] == [attempt.steps[0].action, departure.move]
+    assert advice_task(frozenlake_attempt(lambda t, o: o, seed=attempt.seed)) is None  # solved: no advice

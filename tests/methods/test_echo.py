@@ -238,10 +238,25 @@ def test_echo_compare_reports_both_conditions(tiny_model_dir, tmp_path, capsys):
     ({"critic": "template", "critic_init_from": "runs/x"}, "critic_init_from needs critic: adapter"),
     ({"full_finetune": True}, "needs LoRA"),
     ({"group_size": 1}, "group_size"),
+    ({"critic": "template", "critic_hints": True}, "critic_hints are shown to a model critic"),
+    ({"no_critic": True, "critic_hints": True}, "critic_hints are shown to a model critic"),
+    ({"env": "scienceworld", "critic_hints": True}, "oracle plans from any state"),
 ])
 def test_bad_configs_are_refused(values, message):
     with pytest.raises(ConfigError, match=message):
         from_mapping(ECHOConfig, values)
+
+
+def test_the_critic_and_its_warm_start_read_attempts_the_same_way():
+    from hindsight.agent.prompts import PromptBuilder
+    from hindsight.methods.critic_sft import CriticSFTConfig
+
+    for hints in (False, True):
+        echo = from_mapping(ECHOConfig, {"critic_hints": hints}).critic_prompt("c", PromptBuilder())
+        warm = from_mapping(CriticSFTConfig, {"critic_hints": hints}).critic_prompt("c", PromptBuilder())
+        assert echo == warm and echo.planner_hints is hints
+    with pytest.raises(ConfigError, match="oracle plans"):
+        from_mapping(CriticSFTConfig, {"env": "scienceworld", "critic_hints": True})
 
 
 def test_scores_are_logged_as_the_environment_reported_them(monkeypatch):

@@ -15,8 +15,11 @@ from hindsight import logs
 from hindsight.configs import ConfigError, load_config
 from hindsight.diagnostics.live import live_tide
 from hindsight.methods.grpo import GRPOConfig, train_grpo
+from hindsight.agent.critic import first_departure, parse_critique, template_critique
+from hindsight.logs import RunDir
 from hindsight.methods.sft import SFTConfig, train_sft
 from hindsight.train.checkpoint import list_checkpoints
+from tests.agent.test_critic import detour_attempt, frozenlake_attempt
 
 
 def read_metrics(run: Path) -> list[dict]:
@@ -53,6 +56,42 @@ def test_sft_clones_oracle_turns(tiny_model_dir, tmp_path):
     demos = (run / "trajectories" / "demos.jsonl").read_text().splitlines()[1:]
     assert all(json.loads(line)["success"] for line in demos)
     assert json.loads((run / "summary.json").read_text())["episodes"] == 2
+
+
+def test_sft_advice_demos_are_the_oracle_taking_the_template_critics_advice(tiny_model_dir, tmp_path):
+    attempts = [detour_attempt(seed) for seed in range(3)]
+    env_kwargs = attempts[0].env_kwargs
+    solved = frozenlake_attempt(lambda t, oracle: oracle, seed=0, **env_kwargs)
+    run_dir = RunDir(tmp_path / "attempts")
+    with run_dir.trajectory_writer("eval", env="frozenlake", split="train") as writer:
+        for trajectory in (*attempts, solved):
+            writer.write_trajectory(trajectory)
+    assert all(not a.success for a in attempts) and solved.success
+    config = SFTConfig(model=f"hf:{tiny_model_dir}", env=attempts[0].env, env_kwargs=env_kwargs,
+                       demos=str(run_dir.path), advice_demos=str(run_dir.path), epochs=1, batch_size=4,
+                       micro_batch_size=4, eval_episodes=0, max_new_tokens=6, full_finetune=True)
+    run = train_sft(config, tmp_path / "sft")
+    demos = list(logs.read_trajectories(run / "trajectories" / "demos.jsonl"))
+    advised = [d for d in demos if d.guidance]
+    assert len(advised) == len(attempts) and len(demos) == len(attempts) + 1  # and the solved one, as it is
+    for attempt, demo in zip(attempts, advised):
+        assert demo.success and demo.seed == attempt.seed
+        assert demo.guidance == parse_critique(template_critique(attempt)).advice
+        assert demo.steps[0].action == attempt.steps[0].action  # the move that made progress is kept
+        assert demo.steps[1].action == first_departure(attempt).move != attempt.steps[1].action
+        assert all(step.raw == f"<action>{step.action}</action>" for step in demo.steps)  # action_only
+    rows = read_metrics(run)
+    assert rows[0]["data/advice_demonstrations"] == len(attempts) == rows[0]["data/demonstrations"] - 1
+
+
+def test_sft_refuses_advice_demos_it_cannot_use(tmp_path, capsys):
+    from hindsight.cli.main import main
+
+    with pytest.raises(ValueError, match="assessment_only"):
+        SFTConfig(advice_demos=".", assessment_only=True, self_guide=True, assessment_demos=".")
+    code = main(["train", "sft", "--set", f"advice_demos={tmp_path / 'missing'}", "--set", "demo_episodes=1",
+                 "--out", str(tmp_path / "run")])
+    assert code == 2 and "does not exist" in capsys.readouterr().err
 
 
 def test_sft_resume_from_a_mid_run_checkpoint_matches_an_uninterrupted_run(tiny_model_dir, tmp_path):

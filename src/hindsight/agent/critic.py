@@ -27,10 +27,10 @@ from __future__ import annotations
 import copy
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, Sequence
 
-from hindsight.agent.engine import ReplayDivergence
+from hindsight.agent.engine import ReplayDivergence, Task, branch_task
 from hindsight.agent.prompts import PromptBuilder
 from hindsight.llm.base import ModelBackend
 from hindsight.types import ChatMessage, Conversation, GenerationRequest, SamplingParams, Trajectory
@@ -155,13 +155,18 @@ class CriticPrompt:
     criteria: str
     task_prompts: PromptBuilder
     system: str = CRITIC_SYSTEM_PROMPT
+    #: Show the planner's move at every turn: privileged information for a critic that should
+    #: know the right move but is too small to plan (it still has to find where the attempt went wrong).
+    planner_hints: bool = False
 
     def build(self, attempt: Trajectory) -> Conversation:
         start = attempt.steps[0].observation if attempt.steps else attempt.final_observation
+        hints = ([f"\n<planner_move>{move}</planner_move>" for move in planner_moves(attempt)]
+                 if self.planner_hints else [""] * attempt.num_steps)
         turns = [
             f"Turn {step.index + 1}:\n<model_response>{step.raw.strip()}</model_response>\n"
-            f"<env_feedback>{_feedback_line(step.feedback)}</env_feedback>"
-            for step in attempt.steps
+            f"<env_feedback>{_feedback_line(step.feedback)}</env_feedback>{hint}"
+            for step, hint in zip(attempt.steps, hints)
         ]
         outcome = "solved" if attempt.success else "not solved"
         user = "\n\n".join([
@@ -272,26 +277,40 @@ def take_recorded(env: Any, trajectory: Trajectory, step: Any) -> None:
     env.step(step.action or "")
 
 
+def planner_moves(attempt: Trajectory) -> list[str]:
+    """The planner's move at the state before each turn of the attempt (replayed without a step budget)."""
+    env = planning_env(attempt)
+    moves = []
+    for step in attempt.steps:
+        moves.append(env.oracle_action())
+        take_recorded(env, attempt, step)
+    return moves
+
+
 def _quote(text: str) -> str:
     return '"' + " ".join(text.split()) + '"'
 
 
-def template_critique(attempt: Trajectory) -> str:
-    """A critique in the critic's format, from comparing the attempt with the env's planner.
+@dataclass(frozen=True)
+class Departure:
+    """Where a failed attempt left a good path, by the planner: the turn (0-based; the number
+    of turns when every turn made progress), the planner's move there, and what went wrong
+    (`problem` is None when every turn made progress)."""
 
-    The attempt is replayed on a fresh environment (without a step budget). The first
-    turn after which the planner's remaining plan is no shorter than before is where the
-    attempt departed from a good path: an unreadable answer, a refused action, a move
-    that ends the episode, or one that makes no progress. The critique names that turn
-    and the planner's move there. A solved attempt gets "none".
+    turn: int
+    move: str
+    problem: str | None
 
-    The planner is exact for FrozenLake and Sudoku; BlocksWorld's is a good but not
-    always shortest plan, so an equally good move can occasionally be flagged.
+
+def first_departure(attempt: Trajectory) -> Departure:
+    """The first turn after which the planner's remaining plan is no shorter than before.
+
+    The attempt is replayed on a fresh environment (without a step budget). A departure is
+    an unreadable answer, a refused action, a move that ends the episode unsolved, or one
+    that makes no progress. When every turn made progress, the departure is the turn after
+    the last (the attempt stopped early or ran out of turns).
     """
-    if attempt.success:
-        return "<reasoning>The attempt solved the task; the score is full.</reasoning>\n<critique>none</critique>"
     env = planning_env(attempt)
-    score = f"The attempt scored {attempt.score:.2f} of 1."
     before = planner_distance(env)
     for step in attempt.steps:
         move = env.oracle_action()
@@ -300,25 +319,44 @@ def template_critique(attempt: Trajectory) -> str:
         if after < before:
             before = after
             continue
-        turn = step.index + 1
-        progress = {1: "", 2: "Turn 1 made progress. "}.get(turn, f"Turns 1 to {turn - 1} made progress. ")
         if step.action is None:
             problem = "had no readable action"
+        elif not step.valid:
+            problem = f"was refused ({_feedback_line(step.feedback)})"
+        elif math.isinf(after):
+            problem = "ended the episode without solving the task"
+        else:
+            problem = "did not bring the goal any closer"
+        return Departure(step.index, move, problem)
+    return Departure(attempt.num_steps, env.oracle_action(), None)
+
+
+def template_critique(attempt: Trajectory) -> str:
+    """A critique in the critic's format, from comparing the attempt with the env's planner.
+
+    The critique names the attempt's `first_departure` and the planner's move there. A
+    solved attempt gets "none".
+
+    The planner is exact for FrozenLake and Sudoku; BlocksWorld's is a good but not
+    always shortest plan, so an equally good move can occasionally be flagged.
+    """
+    if attempt.success:
+        return "<reasoning>The attempt solved the task; the score is full.</reasoning>\n<critique>none</critique>"
+    score = f"The attempt scored {attempt.score:.2f} of 1."
+    departure = first_departure(attempt)
+    move, problem = departure.move, departure.problem
+    if problem is not None:
+        turn = departure.turn + 1
+        step = attempt.steps[departure.turn]
+        progress = {1: "", 2: "Turn 1 made progress. "}.get(turn, f"Turns 1 to {turn - 1} made progress. ")
+        if step.action is None:
             advice = (f"At turn {turn} your answer had no readable action. "
                       f"You should answer with <action>{move}</action> there.")
         else:
-            if not step.valid:
-                problem = f"was refused ({_feedback_line(step.feedback)})"
-            elif math.isinf(after):
-                problem = "ended the episode without solving the task"
-            else:
-                problem = "did not bring the goal any closer"
             advice = (f"At turn {turn} you chose {_quote(step.action)}, which {problem}. "
                       f"You should do {_quote(move)} there instead.")
         reasoning = f"{score} {progress}Turn {turn} {problem}; the planner's move there is {_quote(move)}."
         return f"<reasoning>{reasoning}</reasoning>\n<critique>{advice}</critique>"
-    # Every turn made progress: the attempt stopped early or ran out of turns.
-    move = env.oracle_action()
     if attempt.meta.get("stopped_by_agent"):
         reasoning = f"{score} Every turn made progress, but the agent stopped before the task was solved."
         advice = f"You stopped too early. You should continue with {_quote(move)}."
@@ -326,3 +364,19 @@ def template_critique(attempt: Trajectory) -> str:
         reasoning = f"{score} Every turn made progress, but the attempt ran out of turns before the task was solved."
         advice = f"You ran out of turns. You should keep going without pauses; the next move needed was {_quote(move)}."
     return f"<reasoning>{reasoning}</reasoning>\n<critique>{advice}</critique>"
+
+
+def advice_task(attempt: Trajectory, *, sample: int = 0) -> Task | None:
+    """A refinement of a failed attempt that takes the template critic's advice (None: solved).
+
+    It replays the attempt up to its `first_departure`, takes the planner's move there and
+    continues from it; the advice is the episode's guidance, as in an ECHO refinement. Run by
+    the oracle, such tasks are demonstrations of a policy taking advice (`hindsight train sft
+    --set advice_demos=RUN`).
+    """
+    if attempt.success:
+        return None
+    departure = first_departure(attempt)
+    advice = parse_critique(template_critique(attempt)).advice
+    task = branch_task(attempt, departure.turn, departure.move, sample=sample)
+    return replace(task, guidance=advice, meta={**task.meta, "advice_of": attempt.id})

@@ -78,8 +78,6 @@ class EchoSizes:
 class SelfGuideSizes:
     attempts: int  # train tasks the start policy attempts before the assessment SFT
     max_steps: int  # every cell's step budget per episode; 0: the recipe's (or the environment's) own
-    #: The arms recompute activations in the backward pass: less memory, about 25% more time per update.
-    gradient_checkpointing: bool
     start_batch_size: int
     updates: int
     tasks_per_update: int
@@ -132,28 +130,26 @@ class Scale:
     tide: TideSizes
 
 
+# Budgets are the times measured on 2026-11-24 (idle machine, 2 jobs; the whole quick bench took
+# 27m43s): where one budget covers several cells, their mean, so the budgets add up to the bench.
 QUICK = Scale(
     name="quick", smoke=True, seeds=(0,), test_tasks=4, train_starts=False,
     echo=EchoSizes(updates=2, tasks_per_update=2, group_size=2, critic_max_new_tokens=48,
                    phases=(("early", 1), ("late", 2)), compare_tasks=3, compare_samples=2,
-                   start_s=40, sft_s=0, critic_sft_s=0, grpo_s=110, echo_s=170, compare_s=70),
+                   start_s=15, sft_s=0, critic_sft_s=0, grpo_s=30, echo_s=105, compare_s=60),
     # Four updates of one task each: enough for the trust schedules to differ (λ at u = 0, ¼, ½, ¾).
     # Six sampled attempts: the start SFT needs a success among them to rehearse; one batch of 16
-    # sequences keeps it to one optimizer step. Six steps per episode instead of the recipe's ten: an
-    # assessment prompt replays the whole episode so far, so an update's tokens grow with the square of
-    # its episodes' length (92% of FrozenLake 5x5 tasks are solvable in six moves). Sequences that short
-    # need no activation checkpointing.
-    selfguide=SelfGuideSizes(attempts=6, max_steps=6, gradient_checkpointing=False, start_batch_size=16, updates=4, tasks_per_update=1, group_size=2,
-                             attempts_s=45, start_s=150, react_s=40, react_sg_s=70, reflexion_s=80, reflact_s=70,
-                             grpo_s=100, sg_s=450),
-    # Budgets as measured on 2026-11-24 (idle machine, 2 jobs): the Self-Guide arms took 7m07s-7m40s
-    # each (an update trains ~19k tokens of assessment and action prompts), IPR 3m24s, ETO 2m04s,
-    # RFT 1m46s; the whole quick bench 37m36s, over its 30-minute target (docs/results.md, issue 16).
+    # sequences keeps it to one optimizer step. Six steps per episode instead of the recipe's ten: every
+    # turn trains an assessment and an action prompt (about 900 tokens together, at ~75 tokens/s on one
+    # core), so an arm's time follows its episodes' length (92% of FrozenLake 5x5 tasks are solvable in
+    # six moves). With ten steps the arms took 7m07s-7m40s each and the bench 37m36s.
+    selfguide=SelfGuideSizes(attempts=6, max_steps=6, start_batch_size=16, updates=4, tasks_per_update=1,
+                             group_size=2, attempts_s=30, start_s=115, react_s=20, react_sg_s=60, reflexion_s=50,
+                             reflact_s=60, grpo_s=60, sg_s=255),
     cso=CSOSizes(rounds=1, tasks_per_round=3, k=3, epochs=1, mc_rollouts=2, rft_tasks=4,
-                 start_s=40, method_s=130, ipr_s=210, no_prm_s=130, rft_s=110),
-    # The bundled model writes no valid action zero-shot, so every episode runs all its steps: 95 s for
-    # 3 tasks x 4 steps on FrozenLake were measured on a core shared with two training jobs.
-    tide=TideSizes(tasks=3, max_steps=3, fast_s=50, slow_s=100),
+                 start_s=15, method_s=80, ipr_s=210, no_prm_s=110, rft_s=95),
+    # The bundled model writes no valid action zero-shot, so every episode runs all its steps.
+    tide=TideSizes(tasks=3, max_steps=3, fast_s=45, slow_s=45),
 )
 
 FULL = Scale(
@@ -161,7 +157,7 @@ FULL = Scale(
     echo=EchoSizes(updates=4, tasks_per_update=4, group_size=4, critic_max_new_tokens=96,
                    phases=(("early", 1), ("mid", 2), ("late", 4)), compare_tasks=100, compare_samples=4,
                    start_s=500, sft_s=6000, critic_sft_s=2700, grpo_s=1200, echo_s=1800, compare_s=1800),
-    selfguide=SelfGuideSizes(attempts=160, max_steps=0, gradient_checkpointing=True, start_batch_size=16, updates=8, tasks_per_update=4, group_size=4,
+    selfguide=SelfGuideSizes(attempts=160, max_steps=0, start_batch_size=16, updates=8, tasks_per_update=4, group_size=4,
                              attempts_s=700, start_s=5400, react_s=1500, react_sg_s=4000, reflexion_s=4000,
                              reflact_s=4000, grpo_s=3000, sg_s=12000),
     cso=CSOSizes(rounds=2, tasks_per_round=32, k=5, epochs=2, mc_rollouts=2, rft_tasks=64,
@@ -533,7 +529,7 @@ def selfguide_section(ctx: Context) -> Section:
                    sizes.sg_s) for name, title, points in schedules)
     common = {**setting.config(), **target.training(ctx.run("sg-start")), "updates": sizes.updates,
               "tasks_per_update": sizes.tasks_per_update, "group_size": sizes.group_size,
-              "gradient_checkpointing": sizes.gradient_checkpointing, "final_eval_episodes": ctx.scale.test_tasks}
+              "final_eval_episodes": ctx.scale.test_tasks}
     for seed in seeds:
         for arm, title, switch, budget in arms:
             cells.append(ctx.train_cell(f"sg-{arm}-s{seed}", SELF_GUIDE, f"{title}, seed {seed}", "grpo", recipe,

@@ -7,7 +7,7 @@ DIR/cells/. DIR/report/index.html shows every paper table beside ours, with the 
 every cell. Run the same command again to continue: finished cells are skipped, interrupted
 runs resume from their last checkpoint, failed cells are retried.
 
-    hindsight bench --quick --out runs/bench-quick     # smoke scale, budgeted at 30 minutes on 2 cores
+    hindsight bench --quick --out runs/bench-quick     # smoke scale, under 30 minutes on 2 cores (measured)
     hindsight bench --out runs/bench                    # full scale: 3 seeds, 300 test tasks (days on 2 cores)
     hindsight bench --quick --list                      # the cells, their budgets and needs
     hindsight bench --quick --out runs/b --only 'cso-*' --only tide-frozenlake

@@ -1,7 +1,8 @@
 """The config fields the training methods share, and when a run evaluates and saves.
 
 Each method's config dataclass extends one of these: `SupervisedBasics` (behaviour
-cloning) or `PolicyGradientBasics` (GRPO, ECHO, Self-Guide). A field is documented
+cloning) or `PolicyGradientBasics` (GRPO, ECHO, Self-Guide); the configs with a critic
+also take `CriticView`. A field is documented
 once, here, where it is declared.
 """
 
@@ -11,8 +12,9 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from hindsight.agent.critic import CriticPrompt
 from hindsight.agent.engine import PreActionWriter, RolloutConfig
-from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory
+from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory, PromptBuilder
 from hindsight.algos.grpo import Aggregation
 from hindsight.configs import option
 from hindsight.train.update import UpdateSettings
@@ -141,6 +143,31 @@ class SupervisedBasics(TrainingBasics):
         """Checkpoints at the config's cadence; one evaluation, after the last step."""
         return Schedule(checkpoint_every=self.checkpoint_every, keep_checkpoints=self.keep_checkpoints,
                         final_split=final_split if final_episodes else "", final_episodes=final_episodes)
+
+
+@dataclass(frozen=True)
+class CriticView:
+    """How a critic reads an attempt: ECHO and the critic's warm start (critic-sft) must agree."""
+
+    critic_hints: bool = option(False, "show the critic the planner's move at every turn of an attempt: privileged "
+                                       "information for a critic too small to plan, which still has to find where "
+                                       "the attempt went wrong (needs an environment whose oracle plans)")
+
+    def check_critic_hints(self, env: str) -> None:
+        """Refuse planner hints on a registered environment whose oracle cannot plan from a live state."""
+        from hindsight.envs import EnvError, env_class
+
+        if not self.critic_hints:
+            return
+        try:
+            cls = env_class(env)
+        except EnvError:
+            return  # served or Ray environments are checked when they are made
+        if not (cls.has_oracle and cls.oracle_replans):
+            raise ValueError(f"critic_hints needs an environment whose oracle plans from any state; {env!r} has none")
+
+    def critic_prompt(self, criteria: str, prompts: PromptBuilder) -> CriticPrompt:
+        return CriticPrompt(criteria, prompts, planner_hints=self.critic_hints)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from hindsight.agent.critic import CriticPrompt, ModelCritic, parse_critique, te
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.configs import option
 from hindsight.logs import read_trajectories
-from hindsight.methods.basics import SupervisedBasics
+from hindsight.methods.basics import CriticView, SupervisedBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun
 from hindsight.methods.model_setup import load_latest, load_trainable
 from hindsight.methods.progress import TrainingProgress
@@ -43,7 +43,7 @@ from hindsight.types import SamplingParams, Trajectory
 
 
 @dataclass(frozen=True)
-class CriticSFTConfig(SupervisedBasics):
+class CriticSFTConfig(SupervisedBasics, CriticView):
     policy_from: str = option("", "run directory whose latest checkpoint is the policy that makes the attempts "
                                   "(e.g. the SFT warm start); empty: the base model")
     attempts: str = option("", "critique logged trajectories instead (a run directory or .jsonl file)")
@@ -58,6 +58,7 @@ class CriticSFTConfig(SupervisedBasics):
         super().__post_init__()
         if not 0 <= self.solved_share < 1:
             raise ValueError("solved_share must be in [0, 1)")
+        self.check_critic_hints(self.env)
         if self.episodes < 1 or self.samples_per_task < 1:
             raise ValueError("episodes and samples_per_task must be >= 1")
         if self.full_finetune:
@@ -138,7 +139,7 @@ def train_critic_sft(config: CriticSFTConfig, out: str | Path, *, resume: bool =
     if config.policy_from:
         load_latest(model, config.policy_from, "policy")
     env = make(config.env, **config.env_kwargs)
-    critic_prompt = CriticPrompt(env.criteria, config.rollout_config(SamplingParams(), "train").prompt_builder())
+    critic_prompt = config.critic_prompt(env.criteria, config.rollout_config(SamplingParams(), "train").prompt_builder())
     tokenizer = model.backend.tokenizer
 
     started = time.perf_counter()

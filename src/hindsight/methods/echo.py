@@ -44,7 +44,7 @@ from typing import Any, Sequence
 import torch
 
 from hindsight.agent.critic import (
-    Critic, CriticPrompt, Critique, ModelCritic, NoCritic, TemplateCritic, parse_critique, template_critique,
+    Critic, Critique, ModelCritic, NoCritic, TemplateCritic, parse_critique, template_critique,
 )
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.evaluate import EvalSummary, summarize
@@ -54,7 +54,7 @@ from hindsight.algos.grpo import group_advantages, nonzero_variance_groups
 from hindsight.configs import option
 from hindsight.diagnostics.live import live_tide_metrics
 from hindsight.logs import RunDir, read_trajectories
-from hindsight.methods.basics import EvalSettings, PolicyGradientBasics
+from hindsight.methods.basics import CriticView, EvalSettings, PolicyGradientBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun, evaluate_trainable
 from hindsight.methods.metrics import eval_metrics, update_metrics
 from hindsight.methods.model_setup import load_latest, load_trainable, make_optimizer
@@ -70,7 +70,7 @@ _CRITIC_PROVIDERS = ("smollm2", "hf", "openai", "scripted")
 
 
 @dataclass(frozen=True)
-class ECHOConfig(PolicyGradientBasics):
+class ECHOConfig(PolicyGradientBasics, CriticView):
     critic: str = option("adapter", "who writes critiques: adapter (a second LoRA adapter on the policy's base model, "
                                     "trained), template (rule-based oracle comparison) or a model spec such as "
                                     "openai:NAME, hf:PATH or smollm2+ADAPTER (frozen)")
@@ -115,6 +115,9 @@ class ECHOConfig(PolicyGradientBasics):
             raise ValueError("a critic adapter needs LoRA; set full_finetune: false or choose another critic")
         if self.self_guide:
             raise ValueError("self_guide is a GRPO switch (hindsight train grpo); ECHO does not train self-assessments")
+        if self.critic_hints and (self.critic == "template" or self.no_critic):
+            raise ValueError("critic_hints are shown to a model critic; the template critic plans by itself")
+        self.check_critic_hints(self.env)
 
     @property
     def uses_adapter_critic(self) -> bool:
@@ -134,7 +137,7 @@ def build_critic(config: ECHOConfig, model: TrainableModel, criteria: str) -> Cr
         return NoCritic()
     if config.critic == "template":
         return TemplateCritic()
-    prompt = CriticPrompt(criteria, config.rollout_config(SamplingParams(), "train").prompt_builder())
+    prompt = config.critic_prompt(criteria, config.rollout_config(SamplingParams(), "train").prompt_builder())
     role = parse_role("critic", config.critic)
     # The adapter critic is the model's own "critic" adapter, switched on while it writes.
     return ModelCritic(resolve(role, model), prompt, name="adapter" if role.kind == "adapter" else "")

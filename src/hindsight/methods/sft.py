@@ -11,6 +11,11 @@ With `init_from` the same loop is RFT (rejection-sampling fine-tuning, a CSO bas
 policy continues on its own sampled successes, `demos: smollm2+POLICY`,
 `demo_temperature: 1`, `demo_samples: 4`.
 
+With `advice_demos: RUN` it also teaches a policy to take a critic's advice, which a
+small model does not do by itself (it tends to repeat the move the advice names as
+the mistake): every failed attempt in RUN becomes the oracle's refinement of it, shown
+with the template critic's advice as ECHO shows a critique.
+
 `hindsight train sft --resume RUN` continues a killed run from its latest checkpoint,
 on the demonstrations that run saved.
 """
@@ -21,10 +26,11 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hindsight.agent.critic import advice_task
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.parser import parse_response
 from hindsight.agent.selfguide import with_oracle_assessments
-from hindsight.configs import option
+from hindsight.configs import ConfigError, option
 from hindsight.logs import read_trajectories
 from hindsight.methods.basics import SupervisedBasics
 from hindsight.methods.lifecycle import TrainingRun
@@ -52,6 +58,10 @@ class SFTConfig(SupervisedBasics):
                                        "the oracle's assessment, and only the assessment tokens are trained")
     assessment_only: bool = option(False, "train only self-assessments, on assessment_demos (no action tokens, no "
                                           "demos): teaches a trained policy (init_from) to judge its steps")
+    advice_demos: str = option("", "also teach taking advice, from the failed attempts in this run directory or "
+                                   ".jsonl: each becomes the oracle's refinement of it, with the template critic's "
+                                   "advice in the system prompt (as an ECHO refinement shows it), the attempt's moves "
+                                   "up to the turn the advice names, the advised move there, then the planner's")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -63,6 +73,8 @@ class SFTConfig(SupervisedBasics):
             raise ValueError("demo_samples > 1 needs demo_temperature > 0 (greedy attempts would all be the same)")
         if self.assessment_only and not self.assessment_demos:
             raise ValueError("assessment_only needs self_guide: true and assessment_demos (the trajectories to judge)")
+        if self.advice_demos and self.assessment_only:
+            raise ValueError("advice_demos teach actions; assessment_only trains none")
 
 
 def collect_demonstrations(config: SFTConfig) -> list[Trajectory]:
@@ -79,6 +91,26 @@ def collect_demonstrations(config: SFTConfig) -> list[Trajectory]:
     rollout = replace(config.rollout_config(sampling, "train"), pre_action=None)
     engine = RolloutEngine(lambda: make(config.env, **config.env_kwargs), load_model(config.demos), rollout)
     tasks = (Task(seed=s, sample=j) for s in seeds for j in range(config.demo_samples))
+    return [t for t in engine.iter_run(tasks) if t.success]
+
+
+def advice_demonstrations(config: SFTConfig) -> list[Trajectory]:
+    """The oracle's advice-taking refinements of the failed attempts in `config.advice_demos`
+    (the successful ones; a refinement of an attempt that ran out of turns has no turn left)."""
+    from hindsight.envs import make
+    from hindsight.llm import load_model
+
+    if not Path(config.advice_demos).exists():
+        raise ConfigError(f"advice_demos: {config.advice_demos!r} does not exist (a run directory or .jsonl file)")
+    failed = [t for t in read_trajectories(config.advice_demos)
+              if t.env == config.env and t.env_kwargs == config.env_kwargs and not t.success]
+    if not failed:
+        raise ConfigError(f"advice_demos: no failed {config.env} attempt with env_kwargs {config.env_kwargs} in "
+                         f"{config.advice_demos!r}")
+    tasks = [task for attempt in failed if (task := advice_task(attempt)) is not None]
+    rollout = replace(config.rollout_config(SamplingParams(max_new_tokens=config.max_new_tokens), "train"),
+                      pre_action=None)
+    engine = RolloutEngine(lambda: make(config.env, **config.env_kwargs), load_model("oracle"), rollout)
     return [t for t in engine.iter_run(tasks) if t.success]
 
 
@@ -99,8 +131,11 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
         demos = list(read_trajectories(saved_demos))
     else:
         demos = [] if config.assessment_only else collect_demonstrations(config)
+        if config.advice_demos:
+            demos += advice_demonstrations(config)
         if not demos and not config.assessment_only:
-            raise ValueError(f"no successful demonstrations from {config.demos!r}")
+            raise ConfigError(f"no successful demonstrations from {config.demos!r}"
+                             + (f" or {config.advice_demos!r}" if config.advice_demos else ""))
         if config.action_only:
             demos = [replace(t, steps=tuple(_action_only(s) for s in t.steps)) for t in demos]
         if config.self_guide:
@@ -117,7 +152,7 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
     tokenizer = model.backend.tokenizer
     rollout = config.rollout_config(SamplingParams(), "train")
     sequences: list[TrainingSequence] = [s for t in demos for s in turn_sequences(t, tokenizer, rollout.prompt_builder())]
-    data = {"data/demonstrations": len(demos)}
+    data = {"data/demonstrations": len(demos), "data/advice_demonstrations": sum(bool(t.guidance) for t in demos)}
     if config.self_guide:
         assessed = list(demos)
         if config.assessment_demos:

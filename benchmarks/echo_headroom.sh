@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The ECHO re-run of docs/results.md (issue 16), resumable: a finished step is skipped, an
+# unfinished training run continues from its latest checkpoint and an unfinished evaluation from
+# its last finished task.
+#
+#   . .venv/bin/activate && benchmarks/echo_headroom.sh [OUT_DIR] [STAGE...]
+#
+# Stages (default: all, in this order):
+#   start    the shipped frozenlake3 policy's own sampled attempts on 160 FrozenLake 5x5 train
+#            tasks (graded score), then the policy start: its successful moves rehearsed and the
+#            oracle's advice-taking refinements of its failures (recipes/sft-advice-frozenlake5.yaml)
+#   critic   the critic warm start on the start's attempts, reading the planner's move under every
+#            turn (recipes/critic-sft-frozenlake5.yaml)
+#   check    the design checks, on the validation split only: the start's greedy success on 100
+#            tasks (the headroom; 25-60% is the target) and the critic's match rate (in its run)
+#   arms     GRPO, ECHO, ECHO with a frozen critic and ECHO with the linear gain, seeds 0 1 2,
+#            20 updates each, every arm from the same start (recipes/echo-frozenlake5.yaml and
+#            recipes/grpo-frozenlake5-graded.yaml), each with a final test evaluation of 300 tasks
+#   table    the paired differences (benchmarks/echo_table.py)
+# Two jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1)
+# keeps a driver on one core.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-runs/echo-headroom}
+shift || true
+stages=${*:-start critic check arms table}
+mkdir -p "$out"
+recipe=recipes/echo-frozenlake5.yaml
+prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
+lake=(--env frozenlake --set size=5 --set max_steps=10 --set score=progress --memory none --max-new-tokens 12
+      --system-prompt "$prompt")
+
+. benchmarks/lib.sh  # train, evaluate, spawn, arm
+
+start="$out/start"
+critic="$out/critic"
+for stage in $stages; do
+  case $stage in
+  start)
+    evaluate "$out/attempts" --model smollm2+frozenlake3 --episodes 160 --split train --temperature 1.0 --seed 0
+    train sft "$start" --config recipes/sft-advice-frozenlake5.yaml --set demos="$out/attempts" \
+      --set advice_demos="$out/attempts" --threads 2
+    ;;
+  critic)
+    train critic-sft "$critic" --config recipes/critic-sft-frozenlake5.yaml --set policy_from="$start" --threads 2
+    ;;
+  check)
+    evaluate "$out/start-validation" --model "smollm2+$start" --episodes 100 --split validation --temperature 0
+    python - "$out" <<'PY'
+import json, sys
+from pathlib import Path
+from hindsight.logs import read_metrics
+out = Path(sys.argv[1])
+print("start, validation success:", json.loads((out / "start-validation" / "summary.json").read_text())["success_rate"])
+final = [row for row in read_metrics(out / "critic") if "final_validation/critique_match_rate" in row][-1]
+print("critic, validation:", {k: v for k, v in final.items() if k.startswith(("final_validation/", "eval/"))})
+PY
+    ;;
+  arms)
+    for seed in 0 1 2; do
+      arm grpo "$seed" grpo recipes/grpo-frozenlake5-graded.yaml
+      arm echo "$seed" echo "$recipe" --set critic_init_from="'$critic'"
+      arm echo-frozen "$seed" echo "$recipe" --set critic_init_from="'$critic'" --set freeze_critic=true
+      arm echo-linear "$seed" echo "$recipe" --set critic_init_from="'$critic'" --set gain=linear
+    done
+    wait
+    ;;
+  table)
+    python benchmarks/echo_table.py "$out"
+    ;;
+  *) echo "unknown stage: $stage" >&2; exit 2 ;;
+  esac
+done
