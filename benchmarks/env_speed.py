@@ -19,7 +19,6 @@ them (`taskset`) to compare machines.
 from __future__ import annotations
 
 import argparse
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 import httpx
 
 from hindsight.envs import env_class, list_envs, make
+from hindsight.net import free_port
 
 
 @dataclass(frozen=True)
@@ -56,12 +56,6 @@ def oracle_episodes(env, seeds: list[int]) -> tuple[int, int]:
             steps += 1
         solved += env.is_success()
     return solved, steps
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def measure(env_id: str, tasks: int) -> Speed:

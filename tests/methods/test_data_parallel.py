@@ -11,13 +11,14 @@ advantages, sequences, updates, gathering and logs are the real code.
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+from hindsight.net import free_port
 
 from .test_training_loops import comparable, read_metrics
 
@@ -88,12 +89,6 @@ if torch.distributed.is_initialized():
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 '''
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(tmp_path: Path, method: str, config: dict, world: int) -> Path:

@@ -6,7 +6,6 @@ way a launcher starts them (RANK, WORLD_SIZE, MASTER_ADDR/PORT in the environmen
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from hindsight.net import free_port
 from hindsight.train.distributed import Workers
 
 # Run by each worker process and, with one worker, by the test itself.
@@ -59,12 +59,6 @@ if workers.world > 1:
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 '''
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_workers(tmp_path: Path, model_dir: Path, world: int, name: str, aggregation: str, epochs: int):

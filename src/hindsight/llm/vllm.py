@@ -25,7 +25,6 @@ import importlib.util
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from pathlib import Path
 
 from hindsight.llm.base import ModelError
 from hindsight.llm.openai import OpenAIBackend, parse_token_id
+from hindsight.net import free_port
 
 #: The environment variable vLLM reads its API key from; clients of the servers here send it.
 API_KEY_ENV = "VLLM_API_KEY"
@@ -76,7 +76,7 @@ class LocalServer:
         startup_timeout: float = 900.0,
         log_path: Path | None = None,
     ) -> None:
-        port = _free_port()
+        port = free_port()
         if log_path is None:
             handle, path = tempfile.mkstemp(prefix=f"{name.split()[0]}-serve-", suffix=".log")
             os.close(handle)
@@ -268,12 +268,6 @@ def _vllm_command() -> str:
         raise ModelError("the vllm package is installed but its `vllm` command is not found next to "
                          f"{sys.executable} or on PATH")
     return found
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _last_line(path: Path) -> str:
