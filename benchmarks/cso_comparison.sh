@@ -13,12 +13,14 @@
 #              proposer that has something to choose from (uniform random moves, filtered by
 #              the oracle PRM: the oracle expert is deterministic, so k and expert+expert
 #              would change nothing), k = 3, 5, 7 and expert+expert pairs
+#   llm-prm    CSO with the bundled model (smollm2, frozen) as an LLM-judge PRM instead of the
+#              oracle PRM, seed 0: beside cso-s0, what a language-model judge's scores change
 # Two jobs side by side, one core each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/cso}
 shift || true
-stages=${*:-start methods ablations}
+stages=${*:-start methods ablations llm-prm}
 mkdir -p "$out"
 recipe=recipes/smoke-cso.yaml
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
@@ -62,6 +64,10 @@ for stage in $stages; do
       spawn "cso-random-ee-s$seed" "train cso '$out/cso-random-ee-s$seed' $common --set seed=$seed --set expert=random \
         --set pair_source=expert+expert"
     done
+    wait
+    ;;
+  llm-prm)
+    spawn "cso-llm-prm-s0" "train cso '$out/cso-llm-prm-s0' $common --set seed=0 --set prm=smollm2"
     wait
     ;;
   *) echo "unknown stage: $stage" >&2; exit 2 ;;

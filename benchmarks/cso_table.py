@@ -21,7 +21,8 @@ METHODS = (("cso", "CSO"), ("step-dpo", "Step-DPO"), ("ipr", "IPR"), ("eto", "ET
 ABLATIONS = (("cso-no-prm", "CSO, no PRM (every step branched)"), ("cso-no-verify", "CSO, no verification"),
              ("cso-pp", "CSO, policy+policy pairs"), ("cso-random-k3", "random proposer, k = 3"),
              ("cso-random-k5", "random proposer, k = 5"), ("cso-random-k7", "random proposer, k = 7"),
-             ("cso-random-ee", "random proposer, expert+expert pairs"))
+             ("cso-random-ee", "random proposer, expert+expert pairs"),
+             ("cso-llm-prm", "CSO, LLM-judge PRM (the bundled model; seed 0)"))
 FUNNEL = ("cso/failed_trajectories", "cso/candidates", "cso/verified", "cso/pairs")
 
 
