@@ -208,4 +208,7 @@ def test_advice_task_replays_to_the_departure_and_takes_the_advised_move():
     refinement = engine.run([task])[0]
     assert refinement.success and refinement.guidance == task.guidance
     assert [s.action for s in refinement.steps[:2]] == [attempt.steps[0].action, departure.move]
-    assert advice_task(frozenlake_attempt(lambda t, o: o, seed=attempt.seed)) is None  # solved: no advice
+    solved = frozenlake_attempt(lambda t, o: o, seed=attempt.seed)
+    assert advice_task(solved) is None  # solved: no advice
+    with pytest.raises(ValueError, match="no departure"):
+        first_departure(solved)

@@ -310,6 +310,8 @@ def first_departure(attempt: Trajectory) -> Departure:
     that makes no progress. When every turn made progress, the departure is the turn after
     the last (the attempt stopped early or ran out of turns).
     """
+    if attempt.success:
+        raise ValueError(f"{attempt.id} solved its task: it has no departure from a good path")
     env = planning_env(attempt)
     before = planner_distance(env)
     for step in attempt.steps:
