@@ -27,7 +27,7 @@ stages=${*:-start critic check arms table}
 mkdir -p "$out"
 recipe=recipes/echo-frozenlake5.yaml
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
-lake=(--env frozenlake --set size=5 --set max_steps=10 --set score=progress --memory none --max-new-tokens 12
+lake=(--env frozenlake --set size=5 --set max_steps=10 --set score=partial --memory none --max-new-tokens 12
       --system-prompt "$prompt")
 
 . benchmarks/lib.sh  # train, evaluate, spawn, arm

@@ -64,6 +64,12 @@ def test_progress_score_is_the_share_of_the_shortest_path_covered(lake):
     assert env.step("down")[4]["score"] == pytest.approx(3 / 6)
     assert env.step("right")[4]["score"] == 0.0  # into the hole at row 2 column 4
     assert lake(score="goal").step("right")[4]["score"] == 0.0
+    partial = lake(score="partial")  # the same walk, but a fall keeps the progress made before it
+    assert "counted from the cell the player fell from" in partial.criteria
+    for move, expected in (("right", 1 / 6), ("right", 2 / 6), ("down", 3 / 6)):
+        assert partial.step(move)[4]["score"] == pytest.approx(expected)
+    _, _, terminated, _, info = partial.step("right")  # into the hole at row 2 column 4
+    assert terminated and not info["success"] and info["score"] == pytest.approx(3 / 6)
     with pytest.raises(EnvError, match="score must be one of"):
         lake(score="distance")
 

@@ -27,7 +27,7 @@ _SYNONYMS = {
 }  # fmt: skip
 _FILLER = {"move", "go", "step", "walk", "head", "turn", "to", "the", "one", "once", "a"}
 HOLE_MODES = ("fatal", "blocking")
-SCORE_MODES = ("goal", "progress")
+SCORE_MODES = ("goal", "progress", "partial")
 MIN_SIZE, MAX_SIZE = 3, 12
 
 
@@ -69,6 +69,12 @@ class FrozenLake(TextEnv):
             "1 on the goal, 0 where the player started or anywhere at least as far from the goal. "
             "Stepping into a hole ends the episode with 0. Success means standing on the goal."
         ),
+        "partial": (
+            "The score is the share of the shortest safe path to the goal that the player covered before the "
+            "episode ended: 1 on the goal, 0 where the player started or anywhere at least as far from the goal. "
+            "Stepping into a hole ends the episode, and the score is counted from the cell the player fell from. "
+            "Success means standing on the goal."
+        ),
     }
 
     def __init__(
@@ -96,6 +102,7 @@ class FrozenLake(TextEnv):
         self._goal: Cell = (0, 0)
         self._pos: Cell = (0, 0)
         self._fell = False
+        self._last_safe: Cell = (0, 0)  # where the player stood before a fall
         self._start_distance = 1
 
     @property
@@ -152,7 +159,7 @@ class FrozenLake(TextEnv):
     def _reset_instance(self, instance: Mapping[str, Any]) -> None:
         self._size = int(instance["size"])
         start, self._goal, self._holes = _read_map(instance["map"])
-        self._pos = start
+        self._pos = self._last_safe = start
         self._fell = False
         self._start_distance = shortest_distances(self._size, self._holes, self._goal)[start]
 
@@ -168,7 +175,7 @@ class FrozenLake(TextEnv):
         if target in self._holes:
             if self.hole_mode == "blocking":
                 return False, False, f"There is a hole at {_where(target)}; you cannot go {move}. You stay put."
-            self._pos = target
+            self._last_safe, self._pos = self._pos, target
             self._fell = True
             return True, True, f"You moved {move} and fell into the hole at {_where(target)}. The episode is over."
         self._pos = target
@@ -215,9 +222,10 @@ class FrozenLake(TextEnv):
     def score(self) -> float:
         if self.is_success():
             return 1.0
-        if self._fell or self.score_mode == "goal":
+        if self.score_mode == "goal" or (self._fell and self.score_mode == "progress"):
             return 0.0
-        remaining = shortest_distances(self._size, self._holes, self._goal)[self._pos]
+        # "partial" counts a fall from the cell the player fell from: a failure keeps its progress.
+        remaining = shortest_distances(self._size, self._holes, self._goal)[self._last_safe if self._fell else self._pos]
         return max(0.0, 1.0 - remaining / self._start_distance)
 
     def is_success(self) -> bool:
