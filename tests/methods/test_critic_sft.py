@@ -51,10 +51,11 @@ def test_critic_sft_trains_only_the_critic_and_echo_starts_from_it(tiny_lora_mod
     assert all(torch.equal(current[k], saved[k]) for k in saved if ".critic." in k)
     assert not any(current[k].abs().sum() > 0 for k in current if ".policy." in k and "lora_B" in k)
 
-    # Logged trajectories can be critiqued instead of fresh attempts.
+    # Logged trajectories can be critiqued instead of fresh attempts (here with the planner's
+    # move shown under every turn: replaying the logged attempts must reach their recorded states).
     logged = str(run / "trajectories" / "attempts.jsonl")
-    again = train_critic_sft(CriticSFTConfig(**{**config.__dict__, "attempts": logged, "epochs": 1, "eval_episodes": 0}),
-                             tmp_path / "from-log")
+    again = train_critic_sft(CriticSFTConfig(**{**config.__dict__, "attempts": logged, "epochs": 1, "eval_episodes": 0,
+                                                "critic_hints": True}), tmp_path / "from-log")
     assert read_metrics(again)[0]["data/attempts"] == len(attempts)
 
     # Killed after its step-8 checkpoint: resuming trains steps 9-12 on the saved attempts
