@@ -2,8 +2,7 @@
 
 Each method's config dataclass extends one of these: `SupervisedBasics` (behaviour
 cloning) or `PolicyGradientBasics` (GRPO, ECHO, Self-Guide); the configs with a critic
-also take `CriticView`. A field is documented
-once, here, where it is declared.
+also take `CriticView`. A field is documented once, here, where it is declared.
 """
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ class ECHOConfig(PolicyGradientBasics, CriticView):
         if self.self_guide:
             raise ValueError("self_guide is a GRPO switch (hindsight train grpo); ECHO does not train self-assessments")
         if self.critic_hints and (self.critic == "template" or self.no_critic):
-            raise ValueError("critic_hints are shown to a model critic; the template critic plans by itself")
+            raise ValueError("critic_hints are shown to a model critic, not to the template critic or no_critic")
         self.check_critic_hints(self.env)
 
     @property
