@@ -272,3 +272,36 @@ def test_report_section_bins_recall_shares_per_outcome():
     assert 'id="tide-extras"' in html and html.count("<svg") == 1
     assert "a&lt;b&gt;" in html and "a<b>" not in html
     assert tide_extras_section([]) == ""
+
+
+# ---------------------------------------------------------------- what ended the failures
+
+
+def test_failure_endings_count_failed_trajectories_by_what_ended_them():
+    from dataclasses import replace
+
+    from hindsight.cli.diagnose import format_run
+
+    acc = RunAccumulator("frozenlake")
+    endings = [("env", True), ("env", False), ("env", False), ("budget", False), ("other", False), (None, False)]
+    for k, (ending, success) in enumerate(endings):
+        acc.add(replace(view([f"s{k}", f"t{k}"], ["a", "b"], success), ending=ending))
+    run = acc.finish(label="r", path="p")
+    # The success ended by the env is not a failure; the failure whose log says nothing is left out.
+    assert run.failure_endings == (("env", 2), ("budget", 1), ("other", 1))
+    assert run.to_json()["failure_endings"] == {"env": 2, "budget": 1, "other": 1}
+    text = format_run(run, None)
+    assert "by the environment 0.50, at the step budget 0.25, otherwise 0.25  (of 4 failed)" in text
+    unknown = RunAccumulator("frozenlake")
+    unknown.add(view(["s"], ["a"], False))
+    assert unknown.finish(label="u", path="p").failure_endings == ()
+
+
+def test_hindsight_logs_say_what_ended_an_episode():
+    from hindsight.logs.importers import view_from_hindsight_record
+
+    base = {"kind": "trajectory", "version": 2, "env": "frozenlake", "success": False, "steps": []}
+    for flags, ending in (({"terminated": True, "truncated": False}, "env"),
+                          ({"terminated": False, "truncated": True}, "budget"),
+                          ({"terminated": False, "truncated": False}, "other"), ({}, None)):
+        assert view_from_hindsight_record({**base, **flags}).ending == ending

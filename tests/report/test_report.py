@@ -107,3 +107,15 @@ def test_the_taxonomy_chart_shows_each_runs_share_of_failures(tmp_path, capsys):
                 assert abs(float(bars[key]) - share) < 1e-3  # the title rounds to 3 decimals
                 checked += 1
     assert checked >= 3 and "n/a" in chart  # FrozenLake cannot judge wrong-object focus
+    # What ended the failures, from the same diagnosis: each run's "ended" bars add up to 1.
+    for run in diagnosed:
+        known = sum(run["failure_endings"].values())
+        if not known:
+            continue
+        shares = [float(bars[f"{run['label']} · ended: {e}"]) for e in ("env", "budget", "other")
+                  if f"{run['label']} · ended: {e}" in bars]
+        assert shares and abs(sum(shares) - 1) < 3e-3
+        for ending, count in run["failure_endings"].items():
+            assert abs(float(bars[f"{run['label']} · ended: {ending}"]) - count / known) < 1e-3
+        checked += 1
+    assert checked > 3  # at least one run's endings were checked

@@ -129,6 +129,17 @@ def _taxonomy_line(run) -> str:
     return f"among {failed} failed: " + ", ".join(parts)
 
 
+_ENDING_NAMES = {"env": "by the environment", "budget": "at the step budget", "other": "otherwise"}
+
+
+def _endings_line(run) -> str:
+    known = sum(n for _, n in run.failure_endings)
+    if not known:
+        return "n/a (no failed trajectory, or the log does not say)"
+    parts = [f"{_ENDING_NAMES[e]} {n / known:.2f}" for e, n in run.failure_endings]
+    return ", ".join(parts) + f"  (of {known} failed)"
+
+
 def format_run(run, memory_index: float | None) -> str:
     lines = [f"== {run.label}  ({run.path})"]
     rows: list[tuple[str, str]] = [
@@ -144,6 +155,7 @@ def format_run(run, memory_index: float | None) -> str:
                        f"{_fmt(run.loops.per_trajectory_mean)}; {run.loops.variant} finder)"),
         ("invalid_rate", _fmt(run.invalid_rate)),
         ("errors", _taxonomy_line(run)),
+        ("failures_ended", _endings_line(run)),
     ]
     if run.progress is not None:
         kind = "graded scores" if run.progress.graded else "binary scores: the success curve again"

@@ -11,7 +11,8 @@ whole) and produces a `RunDiagnosis` with every TIDE number of the run:
 * the mean action-token entropy at loop steps and at the other steps, over the steps
   that logged one, and apart from it the mean whole-response surprisal split the same
   way (see `TrajectoryView` for the difference);
-* error-taxonomy shares among failed trajectories (`hindsight.diagnostics.taxonomy`);
+* error-taxonomy shares among failed trajectories (`hindsight.diagnostics.taxonomy`), and
+  what ended them (the environment, the step budget, or neither), where the log says;
 * the memory recall distance where the environment supports it: its mean, and its
   distribution over successful and over failed trajectories
   (`hindsight.diagnostics.recall`).
@@ -35,7 +36,7 @@ from hindsight.diagnostics.hooks import EnvHooks, hooks_for
 from hindsight.diagnostics.loops import OFFICIAL, LoopSummary, loop_mask, summarise_loops
 from hindsight.diagnostics.recall import RecallDistribution, recall_distances, recall_distribution
 from hindsight.diagnostics.taxonomy import TaxonomyThresholds, applicable_categories, classify
-from hindsight.logs.importers import TrajectoryView
+from hindsight.logs.importers import ENDINGS, TrajectoryView
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ class TrajectoryDiagnosis:
     recall: tuple[int, ...] = ()
     progress: tuple[tuple[int, float], ...] | None = None
     graded: bool = False
+    ending: str | None = None
 
     @property
     def success_turn(self) -> int | None:
@@ -146,6 +148,7 @@ def diagnose_trajectory(
         # A trajectory without steps made no progress; it does not lack a progress log.
         progress=progress_milestones(view.progress or ()) if view.progress is not None or not view.length else None,
         graded=view.progress is not None and any(p is not None and 0.0 < p < 1.0 for p in view.progress),
+        ending=view.ending,
     )
     return diagnosis, mask
 
@@ -254,6 +257,8 @@ class RunDiagnosis:
     surprisal_steps: int = 0
     progress: ProgressSummary | None = None
     skipped_lines: int = 0
+    #: How many failed trajectories each `ENDINGS` entry ended (failures whose log does not say are left out).
+    failure_endings: tuple[tuple[str, int], ...] = ()
     trajectories: tuple[TrajectoryDiagnosis, ...] = field(default=(), repr=False)
 
     @property
@@ -286,6 +291,7 @@ class RunDiagnosis:
             "invalid_rate": self.invalid_rate,
             "taxonomy": {c.category: c.share for c in self.taxonomy},
             "n_failed": self.n_failed,
+            "failure_endings": dict(self.failure_endings),
             "auv_with_loops": self.loop_split.with_loops.auv,
             "auv_without_loops": self.loop_split.without_loops.auv,
             "n_with_loops": self.loop_split.with_loops.n,
@@ -430,6 +436,7 @@ class RunAccumulator:
             surprisal_steps=surprisal.steps,
             progress=_progress_summary(results, t_max),
             skipped_lines=skipped_lines,
+            failure_endings=tuple((e, n) for e in ENDINGS if (n := sum(r.ending == e for r in failed))),
             trajectories=tuple(results),
         )
 

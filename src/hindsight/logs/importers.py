@@ -69,7 +69,10 @@ class TrajectoryView:
 
     `progress[i]` is the graded task score in [0, 1] after action i, where the log has
     one (a Hindsight step's `score`, a generic step's `score`). `final_*` describe the
-    state after the last action, when the log has it.
+    state after the last action, when the log has it. `ending` says what ended the
+    episode (one of `ENDINGS`), when the log says: the environment (`env`: a goal reached,
+    or a terminal failure such as a fall), the step budget (`budget`), or neither
+    (`other`: the agent stopped, or the run cut the episode short).
     """
 
     env: str
@@ -93,6 +96,7 @@ class TrajectoryView:
     score: float | None = None
     seed: int | None = None
     source: str = ""
+    ending: str | None = None
 
     @property
     def length(self) -> int:
@@ -216,6 +220,16 @@ def _action(value: Any) -> str | None:
     return None if value is None else _text(value)
 
 
+#: What can end an episode (`TrajectoryView.ending`).
+ENDINGS = ("env", "budget", "other")
+
+
+def _ending(terminated: Any, truncated: Any) -> str | None:
+    if terminated is None and truncated is None:
+        return None
+    return "env" if terminated else "budget" if truncated else "other"
+
+
 def view_from_hindsight_record(record: Mapping[str, Any], source: str = "") -> TrajectoryView:
     """A view of a native trajectory record, without building `Step` objects."""
     if record.get("kind") != "trajectory":
@@ -252,6 +266,7 @@ def view_from_hindsight_record(record: Mapping[str, Any], source: str = "") -> T
             score=float(record["score"]) if record.get("score") is not None else None,
             seed=int(record["seed"]) if record.get("seed") is not None else None,
             source=source,
+            ending=_ending(record.get("terminated"), record.get("truncated")),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise SchemaError(f"bad trajectory record: {exc!r}") from exc
@@ -453,6 +468,7 @@ def view_from_trajectory(trajectory: Trajectory, source: str = "") -> Trajectory
         score=trajectory.score,
         seed=trajectory.seed,
         source=source,
+        ending=_ending(trajectory.terminated, trajectory.truncated),
     )
 
 

@@ -138,6 +138,15 @@ def _share_of(run: RunDiagnosis, category: str) -> float | None:
     return None if share is None else share.share
 
 
+_ENDING_BARS = {"env": "ended: env", "budget": "ended: budget", "other": "ended: other"}
+
+
+def _ending_share(run: RunDiagnosis, ending: str) -> float | None:
+    """The share of the run's failures (those whose log says how they ended) that `ending` ended."""
+    known = sum(n for _, n in run.failure_endings)
+    return dict(run.failure_endings).get(ending, 0) / known if known else None
+
+
 def _env_section(env: str, entries: Sequence[tuple[int, ReportRun]]) -> str:
     runs = [e.run for _, e in entries]
     colours = [color(k) for k, _ in entries]
@@ -169,9 +178,13 @@ def _env_section(env: str, entries: Sequence[tuple[int, ReportRun]]) -> str:
     scatter = scatter_chart(scatter_series, highlights=means, title=f"Loop Ratio vs AUV on {env}",
                             x_label="loop ratio", y_label="AUV")
     categories = list(dict.fromkeys(share.category for r in runs for share in r.taxonomy))
-    bars = bar_chart([_CATEGORY_NAMES.get(c, c) for c in categories],
-                     [(r.label, [_share_of(r, c) for c in categories], colour) for r, colour in zip(runs, colours)],
-                     title=f"Error taxonomy on {env}", y_label="share of failed trajectories")
+    # What ended the failures (a fall, the step budget): the taxonomy's categories do not see it.
+    endings = [e for e in _ENDING_BARS if any(dict(r.failure_endings).get(e) for r in runs)]
+    groups = [_CATEGORY_NAMES.get(c, c) for c in categories] + [_ENDING_BARS[e] for e in endings]
+    bars = bar_chart(groups, [(r.label, [_share_of(r, c) for c in categories] + [_ending_share(r, e) for e in endings],
+                               colour) for r, colour in zip(runs, colours)],
+                     title=f"Error taxonomy on {env}", y_label="share of failed trajectories",
+                     width=max(460, 95 * len(groups)))
     failed = ", ".join(f"{esc(r.label)} {r.n_failed}" for r in runs)
     key = legend([(r.label, c) for r, c in zip(runs, colours)])
     radar_note = ("one run: every axis is at its maximum because min–max scaling needs two runs to compare"
@@ -188,8 +201,9 @@ def _env_section(env: str, entries: Sequence[tuple[int, ReportRun]]) -> str:
     <figure id="scatter-{esc(env)}">{scatter}<figcaption>One small dot per trajectory (its own loop ratio and
       single-trajectory AUV); the large dot is the run's pooled LR and AUV.</figcaption></figure>
     <figure id="taxonomy-{esc(env)}">{bars}<figcaption>Share of each run's failed trajectories that show each
-      error category (a trajectory may show several or none; n/a: the environment cannot judge it). Failed
-      trajectories: {failed}.</figcaption></figure>
+      error category (a trajectory may show several or none; n/a: the environment cannot judge it), and what
+      ended the failures: the environment (a terminal failure, such as a fall), the step budget, or neither (the
+      agent stopped); a run's "ended" bars add up to 1. Failed trajectories: {failed}.</figcaption></figure>
   </div>
 </section>"""
 
