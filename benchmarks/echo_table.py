@@ -15,15 +15,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tables import arm_table, difference_header, difference_line, env_steps, fixed, mean_metric
+from tables import arm_table, difference_header, difference_line, env_steps, mean_metric, metric, final_failure_endings
 
 ARMS = (("grpo", "GRPO"), ("echo", "ECHO"), ("echo-frozen", "ECHO, frozen critic"),
         ("echo-linear", "ECHO, linear gain"))
 COMPARISONS = (("echo", "grpo"), ("echo-frozen", "grpo"), ("echo-linear", "grpo"), ("echo", "echo-frozen"),
                ("echo", "echo-linear"))
 COLUMNS = (("env steps (train)", env_steps),
-           ("refinement gain (mean over updates)", lambda rows: fixed(mean_metric(rows, "echo/gain_mean"), "+.3f")),
-           ("improvement rate", lambda rows: fixed(mean_metric(rows, "echo/improvement_rate"), ".3f")))
+           ("refinement gain (mean over updates)", metric("echo/gain_mean", mean_metric, "+.3f")),
+           ("improvement rate", metric("echo/improvement_rate", mean_metric, ".3f")),
+           ("test failures: ended by the env / at the step budget", final_failure_endings))
 
 
 def main() -> None:

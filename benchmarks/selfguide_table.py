@@ -18,7 +18,10 @@ from pathlib import Path
 
 from hindsight.agent.selfguide import label_agreement
 from hindsight.logs import read_trajectories
-from tables import arm_table, difference_header, difference_line, env_steps, evaluation_outcomes, fixed, last_metric
+from tables import (
+    arm_table, difference_header, difference_line, env_steps, evaluation_outcomes, failure_endings, metric,
+    final_failure_endings,
+)
 PROMPTING = (("react", "ReAct"), ("react-sg", "ReAct+SG"), ("reflexion", "Reflexion (3 attempts)"),
              ("reflact", "ReFlAct"))
 ARMS = (("grpo", "GRPO"), ("sg", "GRPO+SG (λ ≡ 0)"), ("sg-gr", "GRPO+SG+GR (paper λ: 0.4/0.5/0.7/0.8)"))
@@ -35,13 +38,19 @@ def agreement(trajectories) -> str:
     return f"{agreed / compared:.3f} ({compared})" if compared else "–"
 
 
+def last_attempts(trajectories) -> list:
+    """Each task's last attempt (Reflexion logs every attempt of a task, in order)."""
+    return list({t.seed: t for t in trajectories}.values())
+
+
 def prompting_table(out: Path) -> list[str]:
     lines = ["| prompting (the start, greedy) | tasks | success | success by attempt | mean steps | invalid | "
-             "label agreement with the oracle (turns) | note parse failures |", "|---|---|---|---|---|---|---|---|"]
+             "label agreement with the oracle (turns) | note parse failures | failures: fell / out of steps |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, title in PROMPTING:
         summary_path = out / name / "summary.json"
         if not summary_path.exists() or json.loads(summary_path.read_text()).get("interrupted"):
-            lines.append(f"| {title} | missing | | | | | | |")
+            lines.append(f"| {title} | missing | | | | | | | |")
             continue
         summary = json.loads(summary_path.read_text())
         trajectories = list(read_trajectories(out / name))
@@ -51,14 +60,14 @@ def prompting_table(out: Path) -> list[str]:
         labelled = [t for t in trajectories if any(s.assessment and s.assessment.label for s in t.steps)]
         lines.append(f"| {title} | {summary['episodes']} | {summary['success_rate']:.3f} | {by_attempt} | "
                      f"{summary['mean_steps']:.2f} | {summary['invalid_rate']:.3f} | "
-                     f"{agreement(labelled) if labelled else '–'} | {failures} |")
+                     f"{agreement(labelled) if labelled else '–'} | {failures} | {failure_endings(last_attempts(trajectories))} |")
     return lines
 
 
 COLUMNS = (("env steps (train)", env_steps),
-           ("label agreement (train, last update)",
-            lambda rows: fixed(last_metric(rows, "selfguide/label_agreement"))),
-           ("final λ", lambda rows: fixed(last_metric(rows, "selfguide/lambda"))))
+           ("label agreement (train, last update)", metric("selfguide/label_agreement")),
+           ("final λ", metric("selfguide/lambda")),
+           ("test failures: fell / out of steps", final_failure_endings))
 
 
 def main() -> None:

@@ -71,12 +71,31 @@ def fixed(value: float | None, spec: str = ".2f") -> str:
     return "–" if value is None else format(value, spec)
 
 
-#: A per-run column of an arm table: its title, and what it shows of one run's metrics rows.
-Column = tuple[str, Callable[[list[dict]], str]]
+#: A per-run column of an arm table: its title, and what it shows of one finished run (its folder).
+Column = tuple[str, Callable[[Path], str]]
 
 
-def env_steps(rows: list[dict]) -> str:
-    return str(int(last_metric(rows, "rollout/env_steps") or 0))
+def metric(name: str, reduce: Callable[[list[dict], str], float | None] = last_metric, spec: str = ".2f"
+           ) -> Callable[[Path], str]:
+    """A column showing one metric of a run's metrics rows (by default its last value)."""
+    return lambda run: fixed(reduce(metric_rows(run), name), spec)
+
+
+def env_steps(run: Path) -> str:
+    return str(int(last_metric(metric_rows(run), "rollout/env_steps") or 0))
+
+
+def failure_endings(trajectories: Iterable) -> str:
+    """How the failed trajectories ended: "falls-or-other terminal / out of steps" counts."""
+    failed = [t for t in trajectories if not t.success]
+    ended = sum(t.terminated for t in failed)
+    budget = sum(t.truncated and not t.terminated for t in failed)
+    return f"{ended} / {budget}" if failed else "–"
+
+
+def final_failure_endings(run: Path) -> str:
+    """`failure_endings` of a run's final test evaluation."""
+    return failure_endings(read_trajectories(run / "trajectories" / "eval-test-final.jsonl"))
 
 
 def arm_table(out: Path, arms: Sequence[tuple[str, str]], columns: Sequence[Column]) -> tuple[list[str], dict[str, Outcomes]]:
@@ -87,9 +106,8 @@ def arm_table(out: Path, arms: Sequence[tuple[str, str]], columns: Sequence[Colu
     outcomes: dict[str, Outcomes] = {}
     for name, title in arms:
         outcomes[name], per_seed, runs = arm_outcomes(out, name)
-        rows = [metric_rows(run) for run in runs]
         mean = f"{sum(per_seed) / len(per_seed):.3f}" if per_seed else "–"
-        shown = [", ".join(read(r) for r in rows) or "–" for _, read in columns]
+        shown = [", ".join(read(run) for run in runs) or "–" for _, read in columns]
         lines.append(f"| {title} | {len(per_seed)} | {', '.join(f'{x:.3f}' for x in per_seed) or '–'} | {mean} | "
                      + " | ".join(shown) + " |")
     return lines, outcomes

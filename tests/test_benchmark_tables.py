@@ -89,7 +89,8 @@ def test_selfguide_table_reads_arms_and_their_metrics(tmp_path):
     write_run(tmp_path / "react-sg", "eval", [1, 1, 0, 1])
     text = table("selfguide_table", tmp_path)
     assert "| ReAct+SG − ReAct | +0.250 [" in text and "1 seeds × 4 tasks" in text
-    assert "| 1 | 0.750 | 0.750 | 320 | 0.61 | 0.00 |" in text
+    assert "| ReAct | 4 | 0.500 |" in text and "| – | – | 2 / 0 |" in text  # both failures ended by the env
+    assert "| 1 | 0.750 | 0.750 | 320 | 0.61 | 0.00 | 1 / 0 |" in text
     assert "− GRPO | +0.250 [" in text
 
 
@@ -99,7 +100,7 @@ def test_echo_table_compares_echo_with_grpo_and_its_ablations(tmp_path):
     write_run(tmp_path / "grpo-s0", "eval-test-final", [1, 0, 1, 0], [{"step": 2, "rollout/env_steps": 64}])
     write_run(tmp_path / "echo-s0", "eval-test-final", [1, 1, 1, 0], rows)
     text = table("echo_table", tmp_path)
-    assert "| ECHO | 1 | 0.750 | 0.750 | 80 | +0.200 | 0.300 |" in text
-    assert "| GRPO | 1 | 0.500 | 0.500 | 64 | – | – |" in text
+    assert "| ECHO | 1 | 0.750 | 0.750 | 80 | +0.200 | 0.300 | 1 / 0 |" in text
+    assert "| GRPO | 1 | 0.500 | 0.500 | 64 | – | – | 2 / 0 |" in text
     assert "| ECHO − GRPO | +0.250 [" in text
     assert "| ECHO − ECHO, frozen critic | not yet" in text
