@@ -61,7 +61,7 @@ class SFTConfig(SupervisedBasics):
     advice_demos: str = option("", "also teach taking advice, from the failed attempts in this run directory or "
                                    ".jsonl: each becomes the oracle's refinement of it, with the template critic's "
                                    "advice in the system prompt (as an ECHO refinement shows it), the attempt's moves "
-                                   "up to the turn the advice names, the advised move there, then the planner's")
+                                   "up to the turn the advice names, the advised move there, then the planner's moves")
 
     def __post_init__(self) -> None:
         super().__post_init__()
