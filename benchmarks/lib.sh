@@ -1,7 +1,8 @@
 # Shared helpers of the resumable comparison scripts (sourced, not run).
 # The caller sets: out (the output folder), lake (an array of `hindsight eval` environment
-# flags) and, for `arm`, start (the run every arm starts from). Jobs run side by side, one per core of CORES (default "0 1"), so two drivers can
-# share the machine: CORES=0 for one, CORES=1 for the other.
+# flags) and, for `arm`, start (the run every arm starts from). Jobs run side by side, one
+# per core of CORES (default "0 1"), so two drivers can share the machine: CORES=0 for one,
+# CORES=1 for the other.
 
 train() {  # train METHOD DIR ARGS...: a new run, or the unfinished one continued
   local method=$1 dir=$2

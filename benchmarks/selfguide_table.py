@@ -60,7 +60,8 @@ def prompting_table(out: Path) -> list[str]:
         labelled = [t for t in trajectories if any(s.assessment and s.assessment.label for s in t.steps)]
         lines.append(f"| {title} | {summary['episodes']} | {summary['success_rate']:.3f} | {by_attempt} | "
                      f"{summary['mean_steps']:.2f} | {summary['invalid_rate']:.3f} | "
-                     f"{agreement(labelled) if labelled else '–'} | {failures} | {failure_endings(last_attempts(trajectories))} |")
+                     f"{agreement(labelled) if labelled else '–'} | {failures} | "
+                     f"{failure_endings(last_attempts(trajectories))} |")
     return lines
 
 

@@ -98,7 +98,8 @@ def final_failure_endings(run: Path) -> str:
     return failure_endings(read_trajectories(run / "trajectories" / "eval-test-final.jsonl"))
 
 
-def arm_table(out: Path, arms: Sequence[tuple[str, str]], columns: Sequence[Column]) -> tuple[list[str], dict[str, Outcomes]]:
+def arm_table(out: Path, arms: Sequence[tuple[str, str]], columns: Sequence[Column]
+              ) -> tuple[list[str], dict[str, Outcomes]]:
     """One row per arm (seeds done, test success per seed and their mean, then each column for every
     finished seed), and each arm's merged outcomes for the paired rows."""
     lines = ["| arm | seeds done | test success per seed | mean | " + " | ".join(t for t, _ in columns) + " |",
