@@ -19,7 +19,7 @@ from hindsight.agent.critic import first_departure, parse_critique, template_cri
 from hindsight.logs import RunDir
 from hindsight.methods.sft import SFTConfig, train_sft
 from hindsight.train.checkpoint import list_checkpoints
-from tests.agent.test_critic import detour_attempt, frozenlake_attempt
+from tests.agent.test_critic import DETOUR_LAKE, detour_attempt, frozenlake_attempt
 
 
 def read_metrics(run: Path) -> list[dict]:
@@ -67,7 +67,10 @@ def test_sft_advice_demos_are_the_oracle_taking_the_template_critics_advice(tiny
         for trajectory in (*attempts, solved):
             writer.write_trajectory(trajectory)
     assert all(not a.success for a in attempts) and solved.success
-    config = SFTConfig(model=f"hf:{tiny_model_dir}", env=attempts[0].env, env_kwargs=env_kwargs,
+    # The config names only some options; the logs record all of them, defaults included.
+    assert set(env_kwargs) > {*DETOUR_LAKE, "max_steps"}
+    config = SFTConfig(model=f"hf:{tiny_model_dir}", env="frozenlake",
+                       env_kwargs={**DETOUR_LAKE, "max_steps": env_kwargs["max_steps"]},
                        demos=str(run_dir.path), advice_demos=str(run_dir.path), epochs=1, batch_size=4,
                        micro_batch_size=4, eval_episodes=0, max_new_tokens=6, full_finetune=True)
     run = train_sft(config, tmp_path / "sft")

@@ -102,11 +102,13 @@ def advice_demonstrations(config: SFTConfig) -> list[Trajectory]:
 
     if not Path(config.advice_demos).exists():
         raise ConfigError(f"advice_demos: {config.advice_demos!r} does not exist (a run directory or .jsonl file)")
+    # A log records every option of its environment, defaults included: compare like with like.
+    options = dict(make(config.env, **config.env_kwargs).config)
     failed = [t for t in read_trajectories(config.advice_demos)
-              if t.env == config.env and t.env_kwargs == config.env_kwargs and not t.success]
+              if t.env == config.env and t.env_kwargs == options and not t.success]
     if not failed:
-        raise ConfigError(f"advice_demos: no failed {config.env} attempt with env_kwargs {config.env_kwargs} in "
-                         f"{config.advice_demos!r}")
+        raise ConfigError(f"advice_demos: no failed {config.env} attempt with the options {options} in "
+                          f"{config.advice_demos!r}")
     tasks = [task for attempt in failed if (task := advice_task(attempt)) is not None]
     rollout = replace(config.rollout_config(SamplingParams(max_new_tokens=config.max_new_tokens), "train"),
                       pre_action=None)
