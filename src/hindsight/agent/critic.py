@@ -344,8 +344,12 @@ def template_critique(attempt: Trajectory) -> str:
     """
     if attempt.success:
         return "<reasoning>The attempt solved the task; the score is full.</reasoning>\n<critique>none</critique>"
+    return _critique_of(attempt, first_departure(attempt))
+
+
+def _critique_of(attempt: Trajectory, departure: Departure) -> str:
+    """The template critique of a failed attempt that left a good path at `departure`."""
     score = f"The attempt scored {attempt.score:.2f} of 1."
-    departure = first_departure(attempt)
     move, problem = departure.move, departure.problem
     if problem is not None:
         turn = departure.turn + 1
@@ -378,7 +382,7 @@ def advice_task(attempt: Trajectory, *, sample: int = 0) -> Task | None:
     """
     if attempt.success:
         return None
-    departure = first_departure(attempt)
-    advice = parse_critique(template_critique(attempt)).advice
+    departure = first_departure(attempt)  # replayed once, for the critique and the branch
+    advice = parse_critique(_critique_of(attempt, departure)).advice
     task = branch_task(attempt, departure.turn, departure.move, sample=sample)
     return replace(task, guidance=advice, meta={**task.meta, "advice_of": attempt.id})
