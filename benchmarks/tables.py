@@ -9,10 +9,12 @@ A run that has not finished is left out, so a table can be printed at any point 
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from hindsight.logs import read_metrics, read_trajectories
+from hindsight.logs.importers import episode_ending
 from hindsight.stats import paired_difference
 
 SEEDS = (0, 1, 2)
@@ -86,11 +88,9 @@ def env_steps(run: Path) -> str:
 
 
 def failure_endings(trajectories: Iterable) -> str:
-    """How the failed trajectories ended: "falls-or-other terminal / out of steps" counts."""
-    failed = [t for t in trajectories if not t.success]
-    ended = sum(t.terminated for t in failed)
-    budget = sum(t.truncated and not t.terminated for t in failed)
-    return f"{ended} / {budget}" if failed else "–"
+    """How the failed trajectories ended: "ended by the env (a fall) / at the step budget" counts."""
+    ended = Counter(episode_ending(t.terminated, t.truncated) for t in trajectories if not t.success)
+    return f"{ended['env']} / {ended['budget']}" if ended else "–"
 
 
 def final_failure_endings(run: Path) -> str:

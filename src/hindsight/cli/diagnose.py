@@ -133,11 +133,11 @@ _ENDING_NAMES = {"env": "by the environment", "budget": "at the step budget", "o
 
 
 def _endings_line(run) -> str:
-    known = sum(n for _, n in run.failure_endings)
-    if not known:
+    shares = run.failure_ending_shares()
+    if not shares:
         return "n/a (no failed trajectory, or the log does not say)"
-    parts = [f"{_ENDING_NAMES[e]} {n / known:.2f}" for e, n in run.failure_endings]
-    return ", ".join(parts) + f"  (of {known} failed)"
+    parts = [f"{_ENDING_NAMES[e]} {share:.2f}" for e, share in shares.items()]
+    return ", ".join(parts) + f"  (of {sum(n for _, n in run.failure_endings)} failed)"
 
 
 def format_run(run, memory_index: float | None) -> str:

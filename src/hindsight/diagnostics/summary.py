@@ -269,6 +269,11 @@ class RunDiagnosis:
     def n_failed(self) -> int:
         return sum(1 for t in self.trajectories if not t.success)
 
+    def failure_ending_shares(self) -> dict[str, float]:
+        """Each ending's share of the failures whose log says how they ended (empty: none does)."""
+        known = sum(n for _, n in self.failure_endings)
+        return {ending: n / known for ending, n in self.failure_endings}
+
     def to_json(self, memory_index: float | None = None) -> dict[str, Any]:
         """The JSON object `hindsight diagnose --json` prints for this run."""
         return {

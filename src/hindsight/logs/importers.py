@@ -224,7 +224,8 @@ def _action(value: Any) -> str | None:
 ENDINGS = ("env", "budget", "other")
 
 
-def _ending(terminated: Any, truncated: Any) -> str | None:
+def episode_ending(terminated: Any, truncated: Any) -> str | None:
+    """What ended an episode (one of `ENDINGS`), from its terminated/truncated flags (None: neither logged)."""
     if terminated is None and truncated is None:
         return None
     return "env" if terminated else "budget" if truncated else "other"
@@ -266,7 +267,7 @@ def view_from_hindsight_record(record: Mapping[str, Any], source: str = "") -> T
             score=float(record["score"]) if record.get("score") is not None else None,
             seed=int(record["seed"]) if record.get("seed") is not None else None,
             source=source,
-            ending=_ending(record.get("terminated"), record.get("truncated")),
+            ending=episode_ending(record.get("terminated"), record.get("truncated")),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise SchemaError(f"bad trajectory record: {exc!r}") from exc
@@ -468,7 +469,7 @@ def view_from_trajectory(trajectory: Trajectory, source: str = "") -> Trajectory
         score=trajectory.score,
         seed=trajectory.seed,
         source=source,
-        ending=_ending(trajectory.terminated, trajectory.truncated),
+        ending=episode_ending(trajectory.terminated, trajectory.truncated),
     )
 
 

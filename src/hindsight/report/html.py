@@ -142,9 +142,9 @@ _ENDING_BARS = {"env": "ended: env", "budget": "ended: budget", "other": "ended:
 
 
 def _ending_share(run: RunDiagnosis, ending: str) -> float | None:
-    """The share of the run's failures (those whose log says how they ended) that `ending` ended."""
-    known = sum(n for _, n in run.failure_endings)
-    return dict(run.failure_endings).get(ending, 0) / known if known else None
+    """`ending`'s share of the run's failures (None: the log says of none how it ended)."""
+    shares = run.failure_ending_shares()
+    return shares.get(ending, 0.0) if shares else None
 
 
 def _env_section(env: str, entries: Sequence[tuple[int, ReportRun]]) -> str:
