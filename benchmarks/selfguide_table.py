@@ -16,7 +16,11 @@ import argparse
 import json
 from pathlib import Path
 
+import torch
+import yaml
+
 from hindsight.agent.selfguide import label_agreement
+from hindsight.algos.selfguide import guidance_only_groups
 from hindsight.logs import read_trajectories
 from tables import (
     arm_table, difference_header, difference_line, env_steps, evaluation_outcomes, failure_endings, metric,
@@ -65,8 +69,44 @@ def prompting_table(out: Path) -> list[str]:
     return lines
 
 
+def self_guided(run: Path) -> list:
+    """A run's training trajectories that carry Self-Guide's meta (none in the GRPO arm)."""
+    log = run / "trajectories" / "train.jsonl"
+    return [t for t in read_trajectories(log) if "selfguide" in t.meta] if log.exists() else []
+
+
+def labels_alone(run: Path) -> str:
+    """"trained on the labels alone (tied groups the labels split) / groups" over a run's training.
+
+    A group whose env returns tie and whose shaped returns do not trains on the self-assessments
+    alone. The count in brackets is of tied groups whose Σ_t r_t differ, which a guidance weight
+    λ > 0 would turn into such groups: under λ ≡ 0 it shows what the guidance reward would act on."""
+    metas = [t.meta["selfguide"] for t in self_guided(run)]
+    group_size = int(yaml.safe_load((run / "config.yaml").read_text())["group_size"]) if metas else 0
+    if not metas or len(metas) % group_size:
+        return "–"
+    column = lambda key: torch.tensor([m[key] for m in metas], dtype=torch.float64).view(-1, group_size)  # noqa: E731
+    env = column("env_return")
+    alone = int(guidance_only_groups(env, column("return")).sum())
+    split = int(guidance_only_groups(env, env + column("assessment_sum")).sum())
+    return f"{alone} ({split}) / {env.shape[0]}"
+
+
+def assessment_sums_by_outcome(run: Path) -> str:
+    """Mean Σ_t r_t of the solved and of the failed training trajectories: do the labels track the outcome?"""
+    sums: dict[bool, list[float]] = {True: [], False: []}
+    for trajectory in self_guided(run):
+        sums[trajectory.success].append(trajectory.meta["selfguide"]["assessment_sum"])
+    if not sums[True] and not sums[False]:
+        return "–"
+    mean = lambda xs: f"{sum(xs) / len(xs):+.2f}" if xs else "–"  # noqa: E731
+    return f"{mean(sums[True])} / {mean(sums[False])}"
+
+
 COLUMNS = (("env steps (train)", env_steps),
            ("label agreement (train, last update)", metric("selfguide/label_agreement")),
+           ("groups trained on labels alone (tied groups the labels split) / groups, train", labels_alone),
+           ("mean Σ r_t, solved / failed (train)", assessment_sums_by_outcome),
            ("final λ", metric("selfguide/lambda")),
            ("test failures: fell / out of steps", final_failure_endings))
 

@@ -90,7 +90,19 @@ def test_selfguide_table_reads_arms_and_their_metrics(tmp_path):
     text = table("selfguide_table", tmp_path)
     assert "| ReAct+SG − ReAct | +0.250 [" in text and "1 seeds × 4 tasks" in text
     assert "| ReAct | 4 | 0.500 |" in text and "| – | – | 2 / 0 |" in text  # both failures ended by the env
-    assert "| 1 | 0.750 | 0.750 | 320 | 0.61 | 0.00 | 1 / 0 |" in text
+    assert "| 1 | 0.750 | 0.750 | 320 | 0.61 | – | – | 0.00 | 1 / 0 |" in text
+    # From the training log (groups of 2): group 1's env returns tie and its shaped returns
+    # do not (λ = 0.5), so it trained on the labels alone; group 2's env returns differ;
+    # group 3 ties under λ = 0 although its labels differ (a split tie).
+    (tmp_path / "sg-gr-s0" / "config.yaml").write_text("group_size: 2\n")
+    with RunDir(tmp_path / "sg-gr-s0").trajectory_writer("train", env="frozenlake", split="train") as writer:
+        for success, weight, assessment_sum in ((0, 0.5, 0.2), (0, 0.5, -0.1), (1, 0.5, 0.3), (0, 0.5, 0.3),
+                                                (0, 0.0, 0.1), (0, 0.0, 0.0)):
+            sg = {"lambda": weight, "env_return": float(success), "assessment_sum": assessment_sum,
+                  "return": success + weight * assessment_sum}
+            writer.write_trajectory(outcome(7, bool(success)).with_meta(selfguide=sg))
+    text = table("selfguide_table", tmp_path)
+    assert "| 0.61 | 1 (2) / 3 | +0.30 / +0.10 | 0.00 |" in text
     assert "− GRPO | +0.250 [" in text
 
 

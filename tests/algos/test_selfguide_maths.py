@@ -1,8 +1,11 @@
 """Self-Guide's step rewards, trust schedule and shaped return against plain definitions."""
 
 import pytest
+import torch
 
-from hindsight.algos.selfguide import Label, TrustSchedule, shaped_return, step_reward, trust_weight, update_progress
+from hindsight.algos.selfguide import (
+    Label, TrustSchedule, guidance_only_groups, shaped_return, step_reward, trust_weight, update_progress,
+)
 
 
 def plain_trapezoid(u, start, full, hold, end):
@@ -57,3 +60,17 @@ def test_step_rewards_and_the_shaped_return():
     assert shaped_return(0.0, labels, 0.0) == 0.0
     with pytest.raises(ValueError):
         step_reward("great")
+
+
+def test_guidance_only_groups_against_a_plain_loop():
+    env = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    assessment_sums = torch.tensor([[0.1, 0.2, 0.1, 0.1], [0.3, 0.0, -0.1, 0.0], [0.0, 0.0, 0.0, 0.0],
+                                    [0.2, 0.2, 0.2, 0.2]])
+    shaped = env + 0.5 * assessment_sums
+    expected = [len(set(e)) == 1 and len({round(x, 9) for x in s}) > 1 for e, s in zip(env.tolist(), shaped.tolist())]
+    assert guidance_only_groups(env, shaped).tolist() == expected == [True, False, False, False]
+
+
+def test_guidance_only_groups_refuses_mismatched_shapes():
+    with pytest.raises(ValueError, match="num_groups, G"):
+        guidance_only_groups(torch.zeros(2, 4), torch.zeros(8))

@@ -53,6 +53,13 @@ def test_selfguide_assesses_every_turn_shapes_the_return_and_trains_both(tiny_mo
     # groups of equal returns carry no gradient and are skipped without a KL term.
     assert all(row.get("policy/sequences", 0) % 2 == 0 for row in updates)
     assert any(row.get("policy/sequences") for row in updates[2:]), "with λ > 0 the labels separate group members"
+    # Groups of 2, in task order: a group trains on the labels alone when its env returns tie
+    # and its shaped returns do not.
+    for number, row in enumerate(updates, start=1):
+        metas = [t.meta["selfguide"] for t in trained if t.meta["update"] == number]
+        groups = [metas[i : i + 2] for i in range(0, len(metas), 2)]
+        alone = [a["env_return"] == b["env_return"] and a["return"] != pytest.approx(b["return"]) for a, b in groups]
+        assert row["selfguide/guidance_only_groups"] == pytest.approx(sum(alone) / len(groups))
     evaluated = list(read_trajectories(run / "trajectories" / "eval-test-final.jsonl"))
     assert evaluated and all(step.assessment is not None for t in evaluated for step in t.steps)
 

@@ -1,6 +1,6 @@
 """Self-Guide's maths: the step reward of a self-assessment, the trust schedule λ(u), the shaped return.
 
-Pure functions of numbers and labels; no I/O, no model objects.
+Pure functions of numbers, labels and tensors; no I/O, no model objects.
 
     r_t  = +0.1 / 0 / −0.1 for a positive / neutral / negative self-assessment z_t
     λ(u) = trapezoid over the run's progress u ∈ [0, 1]:
@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from typing import Sequence
+
+import torch
 
 
 class Label(str, Enum):
@@ -79,3 +81,19 @@ def update_progress(update: int, updates: int) -> float:
 def shaped_return(env_return: float, labels: Sequence[Label | str], weight: float) -> float:
     """R = R_env + λ · Σ_t r_t."""
     return env_return + weight * sum(step_reward(label) for label in labels)
+
+
+def guidance_only_groups(env_returns: torch.Tensor, shaped_returns: torch.Tensor, tol: float = 1e-8) -> torch.Tensor:
+    """Which groups carry a learning signal only because of the guidance reward.
+
+    env_returns, shaped_returns: [num_groups, G], R_env and R = R_env + λ·Σ_t r_t of the same
+    samples. Returns a bool mask [num_groups]: True where the G env returns are all equal and the
+    shaped returns are not. Such a group would be left out (or get zero advantage) without the
+    guidance reward; with it, the group-normalised advantage rescales a gap of a few 0.1s to the
+    size a success gap gets, so these groups train on the self-assessments alone.
+    """
+    if env_returns.shape != shaped_returns.shape or env_returns.dim() != 2:
+        raise ValueError(f"returns must be two [num_groups, G] tensors of one shape, got "
+                         f"{tuple(env_returns.shape)} and {tuple(shaped_returns.shape)}")
+    spread = lambda r: r.max(dim=1).values - r.min(dim=1).values  # noqa: E731
+    return (spread(env_returns) <= tol) & (spread(shaped_returns) > tol)

@@ -38,7 +38,7 @@ import torch
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.evaluate import summarize
 from hindsight.algos.grpo import group_advantages, nonzero_variance_groups
-from hindsight.algos.selfguide import TrustSchedule, shaped_return, update_progress
+from hindsight.algos.selfguide import TrustSchedule, guidance_only_groups, shaped_return, update_progress
 from hindsight.configs import option
 from hindsight.diagnostics.live import live_tide_metrics
 from hindsight.methods.basics import PolicyGradientBasics
@@ -167,6 +167,10 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
                                      "assessment_sum": assessment_sum(trajectory), "return": value}
             annotated.append(trajectory.with_meta(**meta))
         trajectories = workers.gather(annotated)
+        # Groups whose env returns tie but whose shaped returns do not: they train on the
+        # self-assessments alone, at the advantage scale of a success gap.
+        guided_only = workers.gather(guidance_only_groups(
+            torch.tensor(env_returns).view_as(returns), returns).tolist())
         returns = torch.tensor(workers.gather(returns.tolist()))
         # Every episode sampled counts, also those dynamic sampling left out of the batch.
         run.env_steps += int(workers.sum([sampled_steps])[0])
@@ -186,6 +190,7 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
         }
         if config.self_guide:
             row.update(selfguide_metrics(trajectories, weight))
+            row["selfguide/guidance_only_groups"] = sum(guided_only) / max(1, len(guided_only))
         if stats is not None:
             row.update({
                 **update_metrics("policy", stats, scheduler.get_last_lr()[0]),
