@@ -166,8 +166,6 @@ FULL = Scale(
     tide=TideSizes(tasks=100, max_steps=0, fast_s=1500, slow_s=6000),
 )
 
-SCALES = {scale.name: scale for scale in (QUICK, FULL)}
-
 
 # -- recipes and settings -------------------------------------------------------------------------
 

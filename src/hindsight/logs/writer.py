@@ -97,10 +97,6 @@ class RunDir:
     def trajectories_dir(self) -> Path:
         return self.path / "trajectories"
 
-    @property
-    def checkpoints_dir(self) -> Path:
-        return self.path / "checkpoints"
-
     def write_config(self, config: Any) -> Path:
         import yaml
 
