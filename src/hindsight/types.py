@@ -195,26 +195,6 @@ class Trajectory:
         return replace(self, meta={**self.meta, **meta})
 
 
-@dataclass(frozen=True)
-class TrajectoryGroup:
-    """Trajectories sampled for the same task instance (a GRPO group)."""
-
-    env: str
-    seed: int
-    trajectories: tuple[Trajectory, ...]
-
-
-@dataclass(frozen=True)
-class PreferencePair:
-    """A DPO pair: the prompt context shared by both responses."""
-
-    prompt: Conversation
-    chosen: str
-    rejected: str
-    source: str = ""
-    meta: Mapping[str, Any] = field(default_factory=dict)
-
-
 def conversation(*pairs: tuple[str, str]) -> Conversation:
     """Build a conversation from (role, content) pairs."""
     return tuple(ChatMessage(role, content) for role, content in pairs)

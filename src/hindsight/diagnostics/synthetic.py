@@ -9,13 +9,13 @@ over-confidence the TIDE paper reports at loop steps (Hindsight-format logs carr
 action-token entropies, beside sampled log-probs). Everything derives from one seed,
 so the same arguments always produce byte-identical logs.
 
-The logs are written either in Hindsight's own format (`write_run`) or in the official
-TIDE result format (`write_tide_log`), which is what the diagnosis benchmark reads.
+The logs are written in Hindsight's own format (`write_run`); `tide_record` gives an
+episode as a record of the official TIDE result format, which the diagnosis benchmark
+(benchmarks/diagnose_speed.py) writes and reads.
 """
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,19 +199,6 @@ def tide_record(episode: SimEpisode, query: str = "Reach the goal G without fall
             "steps": steps, "success": episode.success, "loop": [], "meta": {"total_steps": len(steps)}}}],
         "meta": {"traj_rollout_n": 1, "step_rollout_n": 1},
     }
-
-
-def write_tide_log(path: str | Path, n_samples: int, spec: WalkerSpec = WalkerSpec(), seed: int = 0) -> int:
-    """Write an official-TIDE-format result file; returns the number of steps written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    total = 0
-    with path.open("w", encoding="utf-8") as handle:
-        for k in range(n_samples):
-            episode = simulate(seed * 1_000_003 + k, spec)
-            total += len(episode.steps)
-            handle.write(json.dumps(tide_record(episode)) + "\n")
-    return total
 
 
 def write_run(run_dir: str | Path, n_episodes: int, spec: WalkerSpec = WalkerSpec(), *, model: str = "sim",
