@@ -19,7 +19,9 @@
 #            and recipes/grpo-frozenlake6-graded.yaml), each with a final test evaluation of 300 tasks
 #   table    the paired differences (benchmarks/echo_table.py)
 # Two jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1)
-# keeps a driver on one core.
+# keeps a driver on one core, and the start and critic stages use all of CORES. Across
+# machines, `python benchmarks/keep.py save OUT_DIR results/echo-headroom` keeps the finished
+# runs in the repository and `restore` puts them back (benchmarks/keep.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/echo-headroom}
@@ -37,19 +39,22 @@ lake=("${lake6[@]}")  # `evaluate` reads $lake
 
 . benchmarks/lib.sh  # train, evaluate, spawn, arm
 
-start="$out/start"
-critic="$out/critic"
+# Exported adapters of the start and critic runs: what the arms start from (benchmarks/keep.py).
+start="$out/start-adapter"
+critic="$out/critic-adapter"
 for stage in $stages; do
   case $stage in
   start)
     lake=("${lake5[@]}")
-    evaluate "$out/attempts" --model smollm2+frozenlake3 --episodes 160 --split train --temperature 1.0 --seed 0
+    foreground "evaluate '$out/attempts' --model smollm2+frozenlake3 --episodes 160 --split train --temperature 1.0 --seed 0"
     lake=("${lake6[@]}")
-    train sft "$start" --config recipes/sft-advice-frozenlake5.yaml --set demos="$out/attempts" \
-      --set advice_demos="$out/attempts" --threads 2
+    foreground "train sft '$out/start' --config recipes/sft-advice-frozenlake5.yaml --set demos='$out/attempts' \
+      --set advice_demos='$out/attempts'"
+    export_adapter "$out/start" "$start"
     ;;
   critic)
-    train critic-sft "$critic" --config recipes/critic-sft-frozenlake6.yaml --set policy_from="$start" --threads 2
+    foreground "train critic-sft '$out/critic' --config recipes/critic-sft-frozenlake6.yaml --set policy_from='$start'"
+    export_adapter "$out/critic" "$critic" critic
     ;;
   check)
     evaluate "$out/start-validation" --model "smollm2+$start" --episodes 100 --split validation --temperature 0

@@ -1,8 +1,9 @@
 # Shared helpers of the resumable comparison scripts (sourced, not run).
 # The caller sets: out (the output folder), lake (an array of `hindsight eval` environment
-# flags) and, for `arm`, start (the run every arm starts from). Jobs run side by side, one
+# flags) and, for `arm`, start (the adapter every arm starts from). Jobs run side by side, one
 # per core of CORES (default "0 1"), so two drivers can share the machine: CORES=0 for one,
-# CORES=1 for the other.
+# CORES=1 for the other. Later runs start from exported adapters rather than from a run's
+# checkpoint, since benchmarks/keep.py keeps those in the repository and checkpoints are too big.
 
 train() {  # train METHOD DIR ARGS...: a new run, or the unfinished one continued
   local method=$1 dir=$2
@@ -20,6 +21,12 @@ evaluate() {  # evaluate DIR ARGS...: skipped when finished; an interrupted one 
   hindsight eval "${lake[@]}" "$@" --out "$dir" --json
 }
 
+export_adapter() {  # export_adapter RUN DIR [ROLE]: the run's last adapter as a PEFT folder (float16)
+  local run=$1 dir=$2 role=${3:-policy}
+  if [ -f "$dir/adapter_config.json" ]; then echo "done: $dir"; return; fi
+  hindsight export-adapter "$run" "$dir" --role "$role"
+}
+
 read -r -a cores <<<"${CORES:-0 1}"
 slots=${#cores[@]}
 job=0
@@ -32,6 +39,11 @@ spawn() {  # spawn LOG COMMAND...: run on the next free core, at most one job pe
   echo "$(date +%T) core $core: $log"
   taskset -c "$core" env HINDSIGHT_THREADS=1 OMP_NUM_THREADS=1 bash -c "$(declare -f train evaluate); lake=(${lake[*]@Q}); $*" \
     > "$out/$log.log" 2>&1 &
+}
+
+foreground() {  # foreground COMMAND...: run it now on all of CORES, one thread per core
+  taskset -c "$(IFS=,; echo "${cores[*]}")" env HINDSIGHT_THREADS="$slots" OMP_NUM_THREADS="$slots" \
+    bash -c "$(declare -f train evaluate); lake=(${lake[*]@Q}); $*"
 }
 
 arm() {  # arm NAME SEED METHOD RECIPE SWITCHES...: one training run from $start, in the background

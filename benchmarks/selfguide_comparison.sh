@@ -8,7 +8,8 @@
 # Stages (default: all, in this order):
 #   start      the shipped frozenlake3 policy's own sampled attempts on 160 FrozenLake 5x5
 #              train tasks, then the shared start: SFT of the oracle's assessments of every
-#              step of them, with the successful attempts' own moves rehearsed
+#              step of them, with the successful attempts' own moves rehearsed; its adapter
+#              is exported to OUT_DIR/start-adapter, which every arm and baseline starts from
 #   prompting  ReAct, ReAct+SG, Reflexion (3 attempts) and ReFlAct with the start, greedy,
 #              on the same 300 test tasks
 #   arms       GRPO, GRPO+SG, GRPO+SG+GR from the start, seeds 0 1 2 (recipes/grpo-selfguide-frozenlake5.yaml)
@@ -16,7 +17,9 @@
 #              without annealing, seeds 0 1 2
 #   table      the paired differences (benchmarks/selfguide_table.py)
 # Two jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1)
-# keeps a driver on one core.
+# keeps a driver on one core, and the start stage uses all of CORES. Across machines,
+# `python benchmarks/keep.py save OUT_DIR results/selfguide` keeps the finished runs in the
+# repository and `restore` puts them back (benchmarks/keep.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/selfguide}
@@ -29,13 +32,14 @@ lake=(--env frozenlake --set size=5 --set max_steps=10 --memory none --max-new-t
 
 . benchmarks/lib.sh  # train, evaluate, spawn, arm
 
-start="$out/start"
+start="$out/start-adapter"  # the start run's adapter, exported: every arm and baseline starts from it
 for stage in $stages; do
   case $stage in
   start)
-    evaluate "$out/attempts" --model smollm2+frozenlake3 --episodes 160 --split train --temperature 1.0 --seed 0
-    train sft "$start" --config recipes/sft-selfguide-frozenlake5.yaml --set demos="$out/attempts" \
-      --set assessment_demos="$out/attempts" --threads 2
+    foreground "evaluate '$out/attempts' --model smollm2+frozenlake3 --episodes 160 --split train --temperature 1.0 --seed 0"
+    foreground "train sft '$out/start' --config recipes/sft-selfguide-frozenlake5.yaml --set demos='$out/attempts' \
+      --set assessment_demos='$out/attempts'"
+    export_adapter "$out/start" "$start"
     ;;
   prompting)
     model="smollm2+$start"

@@ -1,0 +1,106 @@
+"""benchmarks/keep.py: a comparison's runs saved into the repository and restored on a new machine."""
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import keep  # noqa: E402
+
+
+def write(path: Path, text: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+
+
+@pytest.fixture()
+def out(tmp_path):
+    """One of each: a finished evaluation, a finished training run with a checkpoint, an evaluation
+    killed mid-write, a training run killed before its end, an exported adapter."""
+    root = tmp_path / "out"
+    write(root / "react/config.yaml", "env: frozenlake\n")
+    write(root / "react/trajectories/eval.jsonl", '{"a": 1}\n{"a": 2}\n')
+    write(root / "react/summary.json", json.dumps({"success_rate": 0.5}))
+    write(root / "grpo-s0/config.yaml", "method: grpo\n")
+    write(root / "grpo-s0/metrics.jsonl", '{"step": 1}\n')
+    write(root / "grpo-s0/trajectories/train.jsonl", '{"t": 1}\n')
+    write(root / "grpo-s0/trajectories/eval-test-final.jsonl", '{"t": 2}\n')
+    write(root / "grpo-s0/summary.json", json.dumps({"success_rate": 0.6}))
+    write(root / "grpo-s0/checkpoints/step-000008/state.pt", b"\0" * 64)
+    write(root / "grpo-s0/checkpoints/step-000008/config.yaml", "not a run\n")
+    write(root / "reflact/config.yaml", "env: frozenlake\n")
+    write(root / "reflact/trajectories/eval.jsonl", '{"task": 1}\n{"task": 2}\n{"task": 3, "cut')
+    write(root / "reflact/summary.json", json.dumps({"interrupted": True}))
+    write(root / "sg-s0/config.yaml", "method: grpo\n")
+    write(root / "sg-s0/metrics.jsonl", '{"step": 1}\n')
+    write(root / "sg-s0/checkpoints/step-000002/state.pt", b"\0" * 64)
+    write(root / "start-adapter/adapter_config.json", '{"r": 16}')
+    write(root / "start-adapter/adapter_model.safetensors", b"\1\2\3")
+    return root
+
+
+def test_save_keeps_finished_runs_partial_evaluations_and_adapters(out, tmp_path):
+    kept = tmp_path / "kept"
+    lines = keep.save(out, kept)
+
+    assert lines == ["grpo-s0: finished", "react: finished", "reflact: partial evaluation",
+                     "sg-s0: skipped (an unfinished training run)", "start-adapter: adapter"]
+    assert sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file()) == [
+        "grpo-s0/config.yaml", "grpo-s0/metrics.jsonl.gz", "grpo-s0/summary.json",
+        "grpo-s0/trajectories/eval-test-final.jsonl.gz", "grpo-s0/trajectories/train.jsonl.gz",
+        "react/config.yaml", "react/summary.json", "react/trajectories/eval.jsonl.gz",
+        "reflact/config.yaml", "reflact/trajectories/eval.jsonl.gz",
+        "start-adapter/adapter_config.json", "start-adapter/adapter_model.safetensors"]
+    # The line a killed evaluation was writing is dropped; its finished tasks are kept.
+    assert gzip.decompress((kept / "reflact/trajectories/eval.jsonl.gz").read_bytes()) == \
+        b'{"task": 1}\n{"task": 2}\n'
+    # Saving twice gives the same bytes, so an unchanged run makes no diff in the repository.
+    before = {p: p.read_bytes() for p in kept.rglob("*") if p.is_file()}
+    keep.save(out, kept)
+    assert before == {p: p.read_bytes() for p in kept.rglob("*") if p.is_file()}
+
+
+def test_restore_writes_the_runs_back_for_the_drivers(out, tmp_path):
+    kept, new = tmp_path / "kept", tmp_path / "new"
+    keep.save(out, kept)
+
+    lines = keep.restore(kept, new)
+
+    assert lines == ["grpo-s0: restored", "react: restored", "reflact: restored", "start-adapter: restored"]
+    for name in ("react/trajectories/eval.jsonl", "react/summary.json", "grpo-s0/metrics.jsonl",
+                 "grpo-s0/trajectories/train.jsonl", "start-adapter/adapter_model.safetensors"):
+        assert (new / name).read_bytes() == (out / name).read_bytes()
+    assert keep.finished(new / "react") and keep.finished(new / "grpo-s0")
+    assert not (new / "reflact/summary.json").exists()  # unfinished: `hindsight eval --resume` continues it
+    assert (new / "reflact/trajectories/eval.jsonl").read_text() == '{"task": 1}\n{"task": 2}\n'
+    assert not (new / "sg-s0").exists() and not (new / "grpo-s0/checkpoints").exists()
+
+
+def test_restore_leaves_finished_runs_alone_and_replaces_unfinished_ones(out, tmp_path):
+    kept = tmp_path / "kept"
+    keep.save(out, kept)
+    write(out / "reflact/trajectories/eval.jsonl", '{"task": 1}\n')  # an older, shorter copy
+
+    lines = keep.restore(kept, out)
+
+    assert "react: left alone (already there)" in lines and "reflact: restored" in lines
+    assert (out / "reflact/trajectories/eval.jsonl").read_text() == '{"task": 1}\n{"task": 2}\n'
+    assert (out / "grpo-s0/checkpoints/step-000008/state.pt").exists()
+    # An evaluation that went further here than in the kept copy is not set back.
+    write(out / "reflact/trajectories/eval.jsonl", '{"task": 1}\n{"task": 2}\n{"task": 3}\n')
+    assert "reflact: left alone (this copy is as far along)" in keep.restore(kept, out)
+    assert (out / "reflact/trajectories/eval.jsonl").read_text().count("\n") == 3
+
+
+def test_bad_folders_get_a_clear_error(tmp_path, capsys):
+    assert keep.main(["save", str(tmp_path / "missing"), str(tmp_path / "kept")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    write(tmp_path / "run/config.yaml", "env: frozenlake\n")
+    assert keep.main(["save", str(tmp_path / "run"), str(tmp_path / "kept")]) == 2
+    assert "is itself a run folder" in capsys.readouterr().err
