@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from hindsight.agent.evaluate import EvalConfig, run_eval
+from hindsight.agent.evaluate import EvalConfig, read_eval_config, run_eval
 from hindsight.cli.main import main
 from hindsight.logs import read_trajectories
 
@@ -36,6 +36,7 @@ def test_summary_table_is_printed(tmp_path, capsys):
         (["--env", "frozenlake", "--model", "scripted:/no/such/file.json"], "not found"),
         (["--env", "frozenlake", "--model", "oracle", "--memory", "lots"], "memory"),
         (["--env", "frozenlake", "--model", "oracle", "--set", "size=big"], "size"),
+        (["--env", "frozenlake", "--model", "oracle", "--dtype", "bfloat16"], "unknown option(s) for oracle: dtype"),
     ],
 )
 def test_user_mistakes_are_one_line_and_exit_2(args, message, tmp_path, capsys):
@@ -86,6 +87,14 @@ def test_bundled_model_runs_a_few_real_steps(tmp_path, capsys):
             assert step.raw  # the model's own words, whatever they are
             assert step.token_ids and step.logprobs and len(step.token_ids) == len(step.logprobs)
             assert all(lp <= 0 for lp in step.logprobs)
+
+
+def test_a_local_model_evaluates_in_bfloat16_and_records_it_for_a_resume(tiny_model_dir, tmp_path):
+    out = tmp_path / "bf16"
+    assert main(["eval", "--env", "frozenlake", "--model", f"hf:{tiny_model_dir}", "--dtype", "bfloat16",
+                 "--episodes", "2", "--max-steps", "2", "--max-new-tokens", "4", "--out", str(out)]) == 0
+    assert read_eval_config(out).model_options == {"dtype": "bfloat16"}
+    assert len(list(read_trajectories(out))) == 2
 
 
 class StopsOnThirdCall:
@@ -171,6 +180,7 @@ def test_resume_drops_the_attempts_of_an_unfinished_reflexion_task(tmp_path):
     [
         (["--resume", "{tmp}/none"], "not an evaluation run directory"),
         (["--resume", "{tmp}/e", "--env", "sudoku"], "drop --env"),
+        (["--resume", "{tmp}/e", "--dtype", "bfloat16"], "drop --env/--model/--out/--set/--dtype"),
         ([], "--env and --model are required"),
     ],
 )

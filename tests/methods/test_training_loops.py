@@ -1,6 +1,7 @@
 """The SFT and GRPO loops end to end on a tiny random model, and exact resume after SIGKILL."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -314,3 +315,13 @@ def test_dynamic_sampling_counts_every_sampled_episode(tiny_model_dir, tmp_path)
     assert refilled["rollout/refills"] == 2
     assert refilled["rollout/env_steps"] > plain["rollout/env_steps"]
     assert refilled["policy/sequences"] == plain["policy/sequences"]  # the batch keeps its size
+
+
+def test_grpo_runs_whole_on_a_bfloat16_base(tiny_model_dir, tmp_path):
+    # Rollouts, update, checkpoint and final evaluation all run on the bfloat16 base with float32 adapters.
+    run = train_grpo(grpo_config(tiny_model_dir, updates=1, checkpoint_every=1, eval_every=0, dtype="bfloat16"),
+                     tmp_path / "grpo")
+    rows = read_metrics(run)
+    assert math.isfinite(rows[0]["policy/loss"]) and "final_test/success_rate" in rows[-1]
+    weights = torch.load(list_checkpoints(run)[-1].path / "model" / "weights.pt")
+    assert weights and {t.dtype for t in weights.values()} == {torch.float32}

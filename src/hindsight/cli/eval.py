@@ -45,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "that answers a rubric (default oracle)")
     parser.add_argument("--note-tokens", type=int, default=48,
                         help="token budget of a self-assessment, goal reflection or Reflexion lesson (default 48)")
+    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16"),
+                        help="dtype of a local model's weights (smollm2, hf:PATH): auto is float32 on a CPU, "
+                             "bfloat16 on a GPU that has it; bfloat16 is about 1.5x faster on a CPU with AVX512-BF16")
     parser.add_argument("--resume", metavar="DIR",
                         help="finish an interrupted evaluation with its own settings: the tasks it finished "
                              "are kept, the others run")
@@ -64,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
     from hindsight.llm import ModelError, parse_spec
 
     if args.resume:
-        if args.env or args.model or args.out or args.env_kwargs:
-            raise CLIError("--resume takes the run's own settings; drop --env/--model/--out/--set")
+        if args.env or args.model or args.out or args.env_kwargs or args.dtype:
+            raise CLIError("--resume takes the run's own settings; drop --env/--model/--out/--set/--dtype")
     elif not (args.env and args.model):
         raise CLIError("--env and --model are required (or --resume DIR)")
     try:
@@ -89,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
             best_of=args.best_of,
             prm=args.prm,
             assessment_max_new_tokens=args.note_tokens,
+            model_options={"dtype": args.dtype} if args.dtype else {},
         )
         # Check the env id and options and the model spec before anything slow starts.
         make(config.env, **config.env_kwargs)

@@ -204,7 +204,8 @@ def _resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
         "fp16": torch.float16,
     }
     if dtype in (None, "auto"):
-        # bf16 matmuls are ~25x slower than fp32 on the laptop CPUs this runs on.
+        # bf16 matmuls are ~25x slower than fp32 on laptop CPUs without bf16 instructions
+        # (faster on AVX512-BF16 or AMX ones, which ask for it with dtype: bfloat16).
         if device.startswith("cuda") and torch.cuda.is_bf16_supported():
             return torch.bfloat16
         return torch.float32

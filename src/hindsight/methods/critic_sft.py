@@ -135,7 +135,8 @@ def train_critic_sft(config: CriticSFTConfig, out: str | Path, *, resume: bool =
     single_process("critic-sft")
     run = TrainingRun("critic-sft", CriticSFTConfig, config, out, resume=resume)
     config = run.config
-    model = load_trainable(config.model, ("policy", "critic"), config.lora_rank, config.lora_alpha, False)
+    model = load_trainable(config.model, ("policy", "critic"), config.lora_rank, config.lora_alpha, False,
+                           dtype=config.dtype)
     if config.policy_from:
         load_latest(model, config.policy_from, "policy")
     env = make(config.env, **config.env_kwargs)

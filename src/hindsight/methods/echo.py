@@ -147,7 +147,7 @@ def load_echo_model(config: ECHOConfig) -> TrainableModel:
     """The policy (and the critic adapter, when there is one) with their starting weights."""
     roles = ("policy", "critic") if config.uses_adapter_critic else ("policy",)
     model = load_trainable(config.model, roles, config.lora_rank, config.lora_alpha, config.full_finetune,
-                           config.gradient_checkpointing)
+                           config.gradient_checkpointing, config.dtype)
     if config.init_from:
         load_latest(model, config.init_from, "policy" if model.lora is not None else None)
         if config.kl_reference == "init":

@@ -96,7 +96,7 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
     workers.require_groups(config.tasks_per_update)
 
     model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, config.full_finetune,
-                           config.gradient_checkpointing)
+                           config.gradient_checkpointing, config.dtype)
     if config.init_from:
         load_latest(model, config.init_from)
         if config.kl_reference == "init":

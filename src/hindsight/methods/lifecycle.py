@@ -127,7 +127,7 @@ class TrainingRun(Generic[C]):
                                              serve_args=shlex.split(self.config.rollout_server_args))
         elif self.config.model_workers:
             self._served = ReplicaPolicy.open(model, self.config.model, workers=self.config.model_workers,
-                                              gpus=self.config.model_worker_gpus,
+                                              gpus=self.config.model_worker_gpus, dtype=self.config.dtype,
                                               tolerance=self.config.rollout_server_tolerance)
         if self._served is not None:
             self._served.updated(self.start)

@@ -15,7 +15,7 @@ from hindsight.train.model import LoraSettings, TrainableModel
 
 def load_trainable(
     model_spec: str, roles: Sequence[str], lora_rank: int, lora_alpha: int, full_finetune: bool,
-    gradient_checkpointing: bool = False,
+    gradient_checkpointing: bool = False, dtype: str = "auto",
 ) -> TrainableModel:
     """Load an `hf:`-family model and wrap it with one LoRA adapter per role.
 
@@ -27,7 +27,7 @@ def load_trainable(
     from hindsight.llm.base import ModelError
     from hindsight.llm.hf import HFBackend
 
-    backend = load_model(model_spec)
+    backend = load_model(model_spec, dtype=dtype)  # the frozen base; peft keeps the LoRA weights in float32
     if not isinstance(backend, HFBackend):
         raise ModelError(f"{model_spec!r} is not a trainable model; training needs smollm2 or hf:PATH "
                          "(optionally +ADAPTER)")

@@ -73,7 +73,7 @@ class PreferenceBasics(SupervisedBasics):
         A resumed run's checkpoint replaces the policy's starting weights in `TrainingRun.begin`.
         """
         model = load_trainable(self.model, ("policy", *adapter_roles(roles)), self.lora_rank, self.lora_alpha,
-                               self.full_finetune)
+                               self.full_finetune, dtype=self.dtype)
         if self.init_from:
             load_latest(model, self.init_from)
         for spec in roles:

@@ -148,7 +148,8 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
                 writer.write_trajectory(trajectory)
     collect_s = time.perf_counter() - started
 
-    model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, config.full_finetune)
+    model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, config.full_finetune,
+                           dtype=config.dtype)
     if config.init_from:
         load_latest(model, config.init_from)  # a resumed run's checkpoint replaces it afterwards
     tokenizer = model.backend.tokenizer

@@ -62,12 +62,12 @@ class ReplicaPolicy:
 
     @classmethod
     def open(cls, model: TrainableModel, model_spec: str, *, workers: int, gpus: float,
-             tolerance: float) -> ReplicaPolicy:
+             tolerance: float, dtype: str = "auto") -> ReplicaPolicy:
         """Start `workers` replicas of `model_spec` (the run's base model) with `model`'s LoRA shape and roles."""
         from hindsight.llm.replicas import ReplicaBackend
 
         backend = ReplicaBackend.start(model_spec, spec=f"ray:{model_spec}", replicas=workers, num_gpus=gpus,
-                                       lora=model.lora, roles=model.roles)
+                                       dtype=dtype, lora=model.lora, roles=model.roles)
         return cls(model, backend, tolerance)
 
     def updated(self, step: int) -> None:
