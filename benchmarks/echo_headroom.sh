@@ -34,7 +34,7 @@ prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_p
 lake5=(--env frozenlake --set size=5 --set max_steps=10 --set score=partial --memory none --max-new-tokens 12
        --system-prompt "$prompt")
 lake6=(--env frozenlake --set size=6 --set max_steps=12 --set score=partial --memory none --max-new-tokens 12
-       --system-prompt "$prompt")
+       --system-prompt "$prompt" --dtype bfloat16)  # bfloat16 weights as in the recipes (docs/results.md)
 lake=("${lake6[@]}")  # `evaluate` reads $lake
 
 . benchmarks/lib.sh  # train, evaluate, spawn, arm

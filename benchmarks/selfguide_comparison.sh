@@ -28,7 +28,9 @@ stages=${*:-start prompting arms schedule table}
 mkdir -p "$out"
 recipe=recipes/grpo-selfguide-frozenlake5.yaml
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
-lake=(--env frozenlake --set size=5 --set max_steps=10 --memory none --max-new-tokens 12 --system-prompt "$prompt")
+# bfloat16 weights as in the recipes (the start's attempts, sampled before that change, were float32).
+lake=(--env frozenlake --set size=5 --set max_steps=10 --memory none --max-new-tokens 12 --system-prompt "$prompt"
+      --dtype bfloat16)
 
 . benchmarks/lib.sh  # train, evaluate, spawn, arm
 
