@@ -57,7 +57,7 @@ for stage in $stages; do
     export_adapter "$out/critic" "$critic" critic
     ;;
   check)
-    evaluate "$out/start-validation" --model "smollm2+$start" --episodes 100 --split validation --temperature 0
+    foreground "evaluate '$out/start-validation' --model 'smollm2+$start' --episodes 100 --split validation --temperature 0"
     python - "$out" <<'PY'
 import json, sys
 from pathlib import Path
