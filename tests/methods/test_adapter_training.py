@@ -208,6 +208,8 @@ def test_a_bfloat16_base_trains_float32_adapters_close_to_float32(tiny_lora_mode
     assert any(bool(g.abs().sum() > 0) for g in grads)
 
 
-def test_training_configs_refuse_an_unknown_dtype():
+def test_training_configs_refuse_an_unknown_dtype_and_bfloat16_full_finetuning():
     with pytest.raises(ValueError, match="dtype must be one of auto, float32, bfloat16"):
         ECHOConfig(dtype="float16")
+    with pytest.raises(ValueError, match="with full_finetune: true"):
+        ECHOConfig(dtype="bfloat16", full_finetune=True)

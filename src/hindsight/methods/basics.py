@@ -90,6 +90,9 @@ class TrainingBasics:
         Memory.parse(self.memory)
         if self.dtype not in TRAINING_DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(TRAINING_DTYPES)}, not {self.dtype!r}")
+        if self.dtype == "bfloat16" and self.full_finetune:
+            raise ValueError("dtype: bfloat16 keeps the trained LoRA weights in float32; with full_finetune: true "
+                             "the bfloat16 weights themselves would take the optimizer's steps (use float32)")
         if self.keep_checkpoints < 0:
             raise ValueError("keep_checkpoints must be >= 0 (0 keeps every checkpoint)")
         if self.assessment_max_new_tokens < 1:
