@@ -27,22 +27,35 @@ export_adapter() {  # export_adapter RUN DIR [ROLE]: the run's last adapter as a
   hindsight export-adapter "$run" "$dir" --role "$role"
 }
 
+# CORES: one entry per job slot, a core or a comma-separated set of cores ("0 1": two jobs of one
+# thread; "0,1": one job of two threads).
 read -r -a cores <<<"${CORES:-0 1}"
-slots=${#cores[@]}
-job=0
-spawn() {  # spawn LOG COMMAND...: run on the next free core, at most one job per core at once
-  local log=$1
+slot_pids=()
+threads_of() { echo $(( $(tr -cd , <<<"$1" | wc -c) + 1 )); }
+
+spawn() {  # spawn LOG COMMAND...: run in the background in the first free slot, one job per slot at once
+  local log=$1 slot pid
   shift
-  while [ "$(jobs -rp | wc -l)" -ge "$slots" ]; do wait -n; done
-  local core=${cores[$((job % slots))]}
-  job=$((job + 1))
-  echo "$(date +%T) core $core: $log"
-  taskset -c "$core" env HINDSIGHT_THREADS=1 OMP_NUM_THREADS=1 bash -c "$(declare -f train evaluate); lake=(${lake[*]@Q}); $*" \
-    > "$out/$log.log" 2>&1 &
+  while true; do
+    for slot in "${!cores[@]}"; do
+      pid=${slot_pids[$slot]:-}
+      if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then break 2; fi
+    done
+    wait -n || true  # a failed job is in its own log; the others go on
+  done
+  local cpus=${cores[$slot]} threads
+  threads=$(threads_of "$cpus")
+  echo "$(date +%T) cores $cpus: $log"
+  taskset -c "$cpus" env HINDSIGHT_THREADS="$threads" OMP_NUM_THREADS="$threads" \
+    bash -c "$(declare -f train evaluate); lake=(${lake[*]@Q}); $*" > "$out/$log.log" 2>&1 &
+  slot_pids[$slot]=$!
 }
 
 foreground() {  # foreground COMMAND...: run it now on all of CORES, one thread per core
-  taskset -c "$(IFS=,; echo "${cores[*]}")" env HINDSIGHT_THREADS="$slots" OMP_NUM_THREADS="$slots" \
+  local cpus threads
+  cpus=$(IFS=,; echo "${cores[*]}")
+  threads=$(threads_of "$cpus")
+  taskset -c "$cpus" env HINDSIGHT_THREADS="$threads" OMP_NUM_THREADS="$threads" \
     bash -c "$(declare -f train evaluate); lake=(${lake[*]@Q}); $*"
 }
 
