@@ -31,7 +31,12 @@ export_adapter() {  # export_adapter RUN DIR [ROLE]: the run's last adapter as a
 # thread; "0,1": one job of two threads).
 read -r -a cores <<<"${CORES:-0 1}"
 slot_pids=()
-threads_of() { echo $(( $(tr -cd , <<<"$1" | wc -c) + 1 )); }
+
+on_cores() {  # on_cores CPUS COMMAND: run COMMAND pinned to CPUS ("0" or "0,1"), one thread per core
+  local threads=$(( $(tr -cd , <<<"$1" | wc -c) + 1 ))
+  taskset -c "$1" env HINDSIGHT_THREADS="$threads" OMP_NUM_THREADS="$threads" \
+    bash -c "$(declare -f train evaluate); lake=(${lake[*]@Q}); $2"
+}
 
 spawn() {  # spawn LOG COMMAND...: run in the background in the first free slot, one job per slot at once
   local log=$1 slot pid
@@ -43,20 +48,14 @@ spawn() {  # spawn LOG COMMAND...: run in the background in the first free slot,
     done
     wait -n || true  # a failed job is in its own log; the others go on
   done
-  local cpus=${cores[$slot]} threads
-  threads=$(threads_of "$cpus")
+  local cpus=${cores[$slot]}
   echo "$(date +%T) cores $cpus: $log"
-  taskset -c "$cpus" env HINDSIGHT_THREADS="$threads" OMP_NUM_THREADS="$threads" \
-    bash -c "$(declare -f train evaluate); lake=(${lake[*]@Q}); $*" > "$out/$log.log" 2>&1 &
+  on_cores "$cpus" "$*" > "$out/$log.log" 2>&1 &
   slot_pids[$slot]=$!
 }
 
 foreground() {  # foreground COMMAND...: run it now on all of CORES, one thread per core
-  local cpus threads
-  cpus=$(IFS=,; echo "${cores[*]}")
-  threads=$(threads_of "$cpus")
-  taskset -c "$cpus" env HINDSIGHT_THREADS="$threads" OMP_NUM_THREADS="$threads" \
-    bash -c "$(declare -f train evaluate); lake=(${lake[*]@Q}); $*"
+  on_cores "$(IFS=,; echo "${cores[*]}")" "$*"
 }
 
 arm() {  # arm NAME SEED METHOD RECIPE SWITCHES...: one training run from $start, in the background

@@ -9,6 +9,7 @@ from typing import Any
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from hindsight.cli.main import add_threads_option
+    from hindsight.llm.hf import WEIGHT_DTYPES
 
     parser = subparsers.add_parser("eval", help="evaluate a model on an environment", description=__doc__)
     parser.add_argument("--env", help="environment id (see `hindsight envs list`; ray:ID runs it in Ray actors); "
@@ -45,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "that answers a rubric (default oracle)")
     parser.add_argument("--note-tokens", type=int, default=48,
                         help="token budget of a self-assessment, goal reflection or Reflexion lesson (default 48)")
-    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16"),
+    parser.add_argument("--dtype", choices=WEIGHT_DTYPES,
                         help="dtype of a local model's weights (smollm2, hf:PATH): auto is float32 on a CPU, "
                              "bfloat16 on a GPU that has it; bfloat16 is about 1.5x faster on a CPU with AVX512-BF16")
     parser.add_argument("--resume", metavar="DIR",

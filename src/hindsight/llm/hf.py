@@ -190,6 +190,11 @@ def _resolve_device(device: str | None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+#: The dtypes a run or an evaluation may choose for a local model's weights. float16 is left
+#: out: its range overflows in training, and CPUs run it slowly.
+WEIGHT_DTYPES = ("auto", "float32", "bfloat16")
+
+
 def _resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
     import torch
 

@@ -16,6 +16,7 @@ from hindsight.agent.engine import PreActionWriter, RolloutConfig
 from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory, PromptBuilder
 from hindsight.algos.grpo import Aggregation
 from hindsight.configs import option
+from hindsight.llm.hf import WEIGHT_DTYPES
 from hindsight.train.update import UpdateSettings
 from hindsight.types import SamplingParams, Trajectory
 
@@ -34,10 +35,6 @@ class Schedule:
     eval_episodes: int = 0
     final_split: str = ""
     final_episodes: int = 0
-
-
-#: float16 is left out: its range overflows in training, and CPUs run it slowly.
-TRAINING_DTYPES = ("auto", "float32", "bfloat16")
 
 
 @dataclass(frozen=True)
@@ -88,8 +85,8 @@ class TrainingBasics:
 
     def __post_init__(self) -> None:
         Memory.parse(self.memory)
-        if self.dtype not in TRAINING_DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(TRAINING_DTYPES)}, not {self.dtype!r}")
+        if self.dtype not in WEIGHT_DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(WEIGHT_DTYPES)}, not {self.dtype!r}")
         if self.dtype == "bfloat16" and self.full_finetune:
             raise ValueError("dtype: bfloat16 keeps the trained LoRA weights in float32; with full_finetune: true "
                              "the bfloat16 weights themselves would take the optimizer's steps (use float32)")
