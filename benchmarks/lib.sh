@@ -28,7 +28,9 @@ export_adapter() {  # export_adapter RUN DIR [ROLE]: the run's last adapter as a
 }
 
 # CORES: one entry per job slot, a core or a comma-separated set of cores ("0 1": two jobs of one
-# thread; "0,1": one job of two threads).
+# thread; "0,1": one job of two threads). ONLY: the names of the jobs to run (their log names,
+# "grpo-s0 sg-s0"), the others skipped; a session that cannot finish a whole stage picks the
+# runs that fit, since a training run cut off at the end of a machine is lost.
 read -r -a cores <<<"${CORES:-0 1}"
 slot_pids=()
 
@@ -41,6 +43,7 @@ on_cores() {  # on_cores CPUS COMMAND: run COMMAND pinned to CPUS ("0" or "0,1")
 spawn() {  # spawn LOG COMMAND...: run in the background in the first free slot, one job per slot at once
   local log=$1 slot pid
   shift
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $log "* ]]; then return; fi
   while true; do
     for slot in "${!cores[@]}"; do
       pid=${slot_pids[$slot]:-}

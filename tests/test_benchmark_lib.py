@@ -26,3 +26,19 @@ def test_a_job_goes_to_the_slot_that_is_free_not_the_next_in_turn(tmp_path):
     slots = [line.split(": ")[0].split(" ", 1)[1] for line in result.stdout.splitlines()]
     assert slots == ["cores 0", "cores 0,0", "cores 0,0"]
     assert (tmp_path / "third.out").read_text() == "threads 2\n"
+
+
+def test_only_names_the_jobs_that_run(tmp_path):
+    script = f"""
+    set -euo pipefail
+    out={tmp_path}
+    lake=()
+    CORES="0"
+    ONLY="sg-s1 grpo-s0"
+    . {LIB}
+    for name in grpo-s0 sg-s0 sg-s1 grpo-s10; do spawn "$name" "touch {tmp_path}/$name.ran"; done
+    wait
+    """
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert sorted(path.name for path in tmp_path.glob("*.ran")) == ["grpo-s0.ran", "sg-s1.ran"]
