@@ -125,6 +125,12 @@ def main() -> None:
         lines.append(difference_line(f"{title} − ReAct", prompted[name], prompted["react"]))
     for better, base in COMPARISONS + tuple((name, "sg-gr") for name, _ in SCHEDULES):
         lines.append(difference_line(f"{names[better]} − {names[base]}", outcomes[better], outcomes[base]))
+    # What training did to the start: each arm against the start with the same prompting (the
+    # start is greedy and untrained, so every seed of an arm pairs with its one evaluation).
+    started = {name: evaluation_outcomes(out / name) or {} for name in ("react", "react-sg")}
+    for arm, start in (("grpo", "react"), ("sg", "react-sg"), ("sg-gr", "react-sg")):
+        lines.append(difference_line(f"{names[arm]} − the start ({dict(PROMPTING)[start]})", outcomes[arm],
+                                     started[start]))
     print("\n".join(lines))
 
 

@@ -90,6 +90,11 @@ def test_selfguide_table_reads_arms_and_their_metrics(tmp_path):
     text = table("selfguide_table", tmp_path)
     assert "| ReAct+SG − ReAct | +0.250 [" in text and "1 seeds × 4 tasks" in text
     assert "| ReAct | 4 | 0.500 |" in text and "| – | – | 2 / 0 |" in text  # both failures ended by the env
+    # Each arm against the start with its prompting: GRPO (1, 0, 1, 0) against ReAct (1, 0, 0, 1),
+    # GRPO+SG+GR (1, 1, 1, 0) against ReAct+SG (1, 1, 0, 1).
+    assert "| GRPO − the start (ReAct) | +0.000 [" in text
+    assert "| GRPO+SG+GR (paper λ: 0.4/0.5/0.7/0.8) − the start (ReAct+SG) | +0.000 [" in text
+    assert "| GRPO+SG (λ ≡ 0) − the start (ReAct+SG) | not yet" in text
     assert "| 1 | 0.750 | 0.750 | 320 | 0.61 | – | – | 0.00 | 1 / 0 |" in text
     # From the training log (groups of 2): group 1's env returns tie and its shaped returns
     # do not (λ = 0.5), so it trained on the labels alone; group 2's env returns differ;
