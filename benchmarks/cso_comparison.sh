@@ -15,7 +15,8 @@
 #              would change nothing), k = 3, 5, 7 and expert+expert pairs
 #   llm-prm    CSO with the bundled model (smollm2, frozen) as an LLM-judge PRM instead of the
 #              oracle PRM, seed 0: beside cso-s0, what a language-model judge's scores change
-# Two jobs side by side, one core each.
+# Two jobs side by side, one core each. Across machines, `python benchmarks/keep.py save OUT_DIR
+# results/cso` keeps the finished runs in the repository and `restore` puts them back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/cso}
@@ -24,11 +25,15 @@ stages=${*:-start methods ablations llm-prm}
 mkdir -p "$out"
 recipe=recipes/smoke-cso.yaml
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
-lake=(--env frozenlake --set size=5 --set max_steps=10 --memory none --max-new-tokens 12 --system-prompt "$prompt")
+# bfloat16 base weights (LoRA and the optimizer stay float32): decided on the smoke round of
+# docs/results.md (issue 13, "The dtype check"), before any arm ran.
+lake=(--env frozenlake --set size=5 --set max_steps=10 --memory none --max-new-tokens 12 --system-prompt "$prompt"
+      --dtype bfloat16)
 . benchmarks/lib.sh  # train, evaluate, spawn
 
 # The smoke recipe's settings, scaled: 2 rounds of 32 tasks, k = 5, 2 DPO epochs, 300 test tasks.
-common="--config $recipe --set rounds=2 --set tasks_per_round=32 --set k=5 --set epochs=2 --set final_eval_episodes=300"
+common="--config $recipe --set rounds=2 --set tasks_per_round=32 --set k=5 --set epochs=2 --set final_eval_episodes=300 \
+  --set dtype=bfloat16"
 for stage in $stages; do
   case $stage in
   start)
@@ -42,12 +47,12 @@ for stage in $stages; do
       spawn "ipr-s$seed" "train cso '$out/ipr-s$seed' $common --set seed=$seed --set method=ipr --set mc_rollouts=2"
       # ETO refuses CSO's keys (k, prm): its own recipe has the same settings otherwise.
       spawn "eto-s$seed" "train eto '$out/eto-s$seed' --config recipes/eto-frozenlake5.yaml --set rounds=2 \
-        --set tasks_per_round=32 --set epochs=2 --set final_eval_episodes=300 --set seed=$seed"
+        --set tasks_per_round=32 --set epochs=2 --set final_eval_episodes=300 --set seed=$seed --set dtype=bfloat16"
       # RFT: the same 64 train tasks, 2 sampled attempts each, its successes cloned (1 epoch).
       spawn "rft-s$seed" "train sft '$out/rft-s$seed' --config recipes/sft-frozenlake3.yaml --set seed=$seed \
         --set env_kwargs='{size: 5, max_steps: 10}' --set init_from=frozenlake3 --set demos=smollm2+frozenlake3 \
         --set demo_episodes=64 --set demo_samples=2 --set demo_temperature=1.0 --set epochs=1 --set lr=5.0e-5 \
-        --set eval_episodes=300"
+        --set eval_episodes=300 --set dtype=bfloat16"
     done
     wait
     ;;

@@ -4,8 +4,8 @@
 
 The pairs are HF-datasets-compatible records with conversational `prompt`, `chosen` and
 `rejected` (what `hindsight.agent.cso.make_pairs` writes). The reference is the policy as
-it is when the round starts (CSO: the previous round's policy): a frozen copy with its
-adapter merged into the base, so the trained adapter and the reference never share weights.
+it is when the round starts (CSO: the previous round's policy): a frozen copy of the whole
+model, so the trained adapter and the reference never share weights.
 TRL trains the active adapter in place; the `TrainableModel` keeps working afterwards.
 """
 
@@ -62,10 +62,18 @@ class DPOStats:
 
 
 def frozen_reference(model: TrainableModel) -> torch.nn.Module:
-    """A frozen copy of the active policy as a plain model (adapter merged into the base)."""
+    """A frozen copy of the active policy, adapters and all.
+
+    The adapter stays unmerged: merging adds s·BA into bfloat16 base weights and rounds it,
+    which moved the reference off the policy it copies (a first loss of 0.666 instead of
+    ln 2 for CSO from frozenlake3 in bfloat16). Unmerged, the copy computes what the policy
+    computes, so the first step's loss is exactly ln 2 in every dtype.
+    """
     reference = copy.deepcopy(model.model)
     if model.lora is not None:
-        reference = reference.merge_and_unload()
+        # The transformers model inside the peft wrapper, its LoRA layers in place: TRL
+        # patches a reference's forward and expects that class, not a PeftModel.
+        reference = reference.base_model.model
     reference.eval()
     for parameter in reference.parameters():
         parameter.requires_grad_(False)
