@@ -15,6 +15,8 @@
 #   arms       GRPO, GRPO+SG, GRPO+SG+GR from the start, seeds 0 1 2 (recipes/grpo-selfguide-frozenlake5.yaml)
 #   schedule   GRPO+SG+GR with λ(u) at full strength from the start, with early entry, and
 #              without annealing, seeds 0 1 2
+#   followup   not part of the comparison: GRPO with token-mean aggregation, seeds 0 1 2, the test
+#              of why GRPO lost to its start (docs/results.md: it learned to loop)
 #   table      the paired differences (benchmarks/selfguide_table.py)
 # Two jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1)
 # keeps a driver on one core, and the start stage uses all of CORES. Across machines,
@@ -71,6 +73,14 @@ for stage in $stages; do
         arm "sg-gr-$variant" "$seed" grpo "$recipe" --set self_guide=true --set guidance_reward=true --set trust_start="$ts" \
           --set trust_full="$tf" --set trust_hold_until="$th" --set trust_end="$te"
       done
+    done
+    wait
+    ;;
+  followup)
+    # Every move of every trajectory weighs the same, so a 10-move stall is penalised as much
+    # per move as a 3-move fall; the comparison's arms keep the trajectory mean.
+    for seed in 0 1 2; do
+      arm grpo-token-mean "$seed" grpo "$recipe" --set aggregation=token_mean
     done
     wait
     ;;

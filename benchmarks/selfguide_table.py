@@ -32,6 +32,8 @@ ARMS = (("grpo", "GRPO"), ("sg", "GRPO+SG (λ ≡ 0)"), ("sg-gr", "GRPO+SG+GR (p
 SCHEDULES = (("sg-gr-immediate", "full λ from the start"), ("sg-gr-early", "early entry (0.1/0.2/0.7/0.8)"),
              ("sg-gr-no-anneal", "no annealing (0.4/0.5/1/1)"))
 COMPARISONS = (("sg", "grpo"), ("sg-gr", "grpo"), ("sg-gr", "sg"))
+# Outside the comparison: the test of why GRPO lost to its start (the driver's followup stage).
+FOLLOW_UPS = (("grpo-token-mean", "GRPO, token-mean aggregation (follow-up)"),)
 
 
 def agreement(trajectories) -> str:
@@ -115,20 +117,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
     out = parser.parse_args().out
-    names = dict(ARMS + SCHEDULES)
+    names = dict(ARMS + SCHEDULES + FOLLOW_UPS)
     lines = prompting_table(out) + [""]
-    arm_lines, outcomes = arm_table(out, ARMS + SCHEDULES, COLUMNS)
+    arm_lines, outcomes = arm_table(out, ARMS + SCHEDULES + FOLLOW_UPS, COLUMNS)
     lines += arm_lines + [""] + difference_header()
     # The prompting baselines are one greedy run each: their pairs are the test tasks.
     prompted = {name: evaluation_outcomes(out / name, seeds=(0,)) or {} for name, _ in PROMPTING}
     for name, title in PROMPTING[1:]:
         lines.append(difference_line(f"{title} − ReAct", prompted[name], prompted["react"]))
-    for better, base in COMPARISONS + tuple((name, "sg-gr") for name, _ in SCHEDULES):
+    for better, base in (COMPARISONS + tuple((name, "sg-gr") for name, _ in SCHEDULES)
+                         + tuple((name, "grpo") for name, _ in FOLLOW_UPS)):
         lines.append(difference_line(f"{names[better]} − {names[base]}", outcomes[better], outcomes[base]))
     # What training did to the start: each arm against the start with the same prompting (the
     # start is greedy and untrained, so every seed of an arm pairs with its one evaluation).
     started = {name: evaluation_outcomes(out / name) or {} for name in ("react", "react-sg")}
-    for arm, start in (("grpo", "react"), ("sg", "react-sg"), ("sg-gr", "react-sg")):
+    for arm, start in (("grpo", "react"), ("sg", "react-sg"), ("sg-gr", "react-sg"), ("grpo-token-mean", "react")):
         lines.append(difference_line(f"{names[arm]} − the start ({dict(PROMPTING)[start]})", outcomes[arm],
                                      started[start]))
     print("\n".join(lines))

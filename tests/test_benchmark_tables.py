@@ -109,6 +109,13 @@ def test_selfguide_table_reads_arms_and_their_metrics(tmp_path):
     text = table("selfguide_table", tmp_path)
     assert "| 0.61 | 1 (2) / 3 | +0.30 / +0.10 | 0.00 |" in text
     assert "− GRPO | +0.250 [" in text
+    # The follow-up arm sits outside the comparison, against GRPO and against the start.
+    assert "| GRPO, token-mean aggregation (follow-up) − GRPO | not yet" in text
+    write_run(tmp_path / "grpo-token-mean-s0", "eval-test-final", [1, 1, 0, 1])
+    text = table("selfguide_table", tmp_path)
+    assert "| GRPO, token-mean aggregation (follow-up) − GRPO | +0.250 [" in text
+    assert "| GRPO, token-mean aggregation (follow-up) − the start (ReAct) | +0.250 [" in text
+    assert "| GRPO − the start (ReAct) | +0.000 [" in text  # not confused with the follow-up's runs
 
 
 def test_echo_table_compares_echo_with_grpo_and_its_ablations(tmp_path):
