@@ -15,8 +15,14 @@ What is kept of a run folder (one that holds a `config.yaml`):
   trajectories, whole lines only, which `hindsight eval --resume` continues from;
 - an exported adapter folder (`adapter_config.json`): as it is. Later runs start from these,
   since checkpoints are too large to keep.
-An unfinished training run is not kept: without its checkpoint it cannot continue, and its
-driver starts it again.
+An unfinished training run is not kept by `save`: without its checkpoint it cannot continue.
+A run that will not finish before the machine goes is *parked* instead: its config, logs and
+latest checkpoint (about 60 MB) go into one commit of the branch `parked`, which has no
+history (each park replaces the previous commit, so old checkpoints do not stay in the
+repository once `git gc` runs), and `unpark` writes them back for the driver to continue:
+
+    python benchmarks/keep.py park /work/sg selfguide       # before the machine goes
+    python benchmarks/keep.py unpark selfguide /work/sg     # on a new machine, after restore
 """
 
 from __future__ import annotations
@@ -25,9 +31,12 @@ import argparse
 import gzip
 import json
 import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+PARK_BRANCH = "parked"
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "hindsight.json", "provenance.json")
 RECORD_FILES = ("config.yaml", "summary.json")
 
@@ -107,6 +116,82 @@ def restore_run(kept: Path, run: Path) -> str:
     return "restored"
 
 
+def latest_checkpoint(run: Path) -> Path | None:
+    """The run's last complete checkpoint (a `.tmp` folder is one still being written)."""
+    steps = sorted(c for c in (run / "checkpoints").glob("step-*") if c.is_dir() and not c.name.endswith(".tmp"))
+    return steps[-1] if steps else None
+
+
+def parkable(run: Path) -> bool:
+    return not finished(run) and latest_checkpoint(run) is not None and (run / "config.yaml").is_file()
+
+
+def git(repo: Path, *args: str, data: bytes | None = None, env: dict | None = None) -> bytes:
+    import os
+
+    done = subprocess.run(["git", "-C", str(repo), *args], input=data, capture_output=True,
+                          env={**os.environ, **(env or {})})
+    if done.returncode:
+        raise KeepError(f"git {' '.join(args[:2])} failed: {done.stderr.decode().strip()}")
+    return done.stdout
+
+
+def park(out: Path, name: str, repo: Path) -> list[str]:
+    """Commit every unfinished training run of `out` (logs and latest checkpoint) as `name/RUN`
+    on the branch `parked`, replacing what was parked under `name` before."""
+    if not out.is_dir():
+        raise KeepError(f"no such folder: {out}")
+    runs = [run for run in run_folders(out) if parkable(run)]
+    with tempfile.TemporaryDirectory() as scratch:
+        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}  # the checkout's own index is left alone
+        if git(repo, "branch", "--list", PARK_BRANCH).strip():
+            git(repo, "read-tree", PARK_BRANCH, env=env)
+            git(repo, "rm", "-r", "--cached", "--quiet", "--ignore-unmatch", "--", name, env=env)
+        lines = []
+        for run in runs:
+            checkpoint = latest_checkpoint(run)
+            files = [run / "config.yaml"] + sorted(run.glob("*.jsonl")) + \
+                sorted((run / "trajectories").glob("*.jsonl")) + sorted(p for p in checkpoint.rglob("*") if p.is_file())
+            for source in files:
+                data = whole_lines(source) if source.suffix == ".jsonl" else source.read_bytes()
+                blob = git(repo, "hash-object", "-w", "--stdin", data=data).decode().strip()
+                path = f"{name}/{run.relative_to(out).as_posix()}/{source.relative_to(run).as_posix()}"
+                git(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+            lines.append(f"{run.relative_to(out)}: parked at {checkpoint.name}")
+        tree = git(repo, "write-tree", env=env).decode().strip()
+    # A machine's commit, with no parent: the branch holds only what is parked now.
+    who = {f"GIT_{role}_{field}": value for role in ("AUTHOR", "COMMITTER")
+           for field, value in (("NAME", "benchmarks/keep.py"), ("EMAIL", "keep@hindsight.invalid"))}
+    commit = git(repo, "commit-tree", tree, "-m", f"parked runs: {name}", env=who).decode().strip()
+    git(repo, "update-ref", f"refs/heads/{PARK_BRANCH}", commit)
+    return lines or [f"nothing to park in {out} (no unfinished training run with a checkpoint)"]
+
+
+def unpark(name: str, out: Path, repo: Path) -> list[str]:
+    """Write the runs parked under `name` back into `out`, where they are not already further along."""
+    if not git(repo, "branch", "--list", PARK_BRANCH).strip():
+        raise KeepError(f"no branch {PARK_BRANCH!r} in {repo}: nothing was parked")
+    paths = git(repo, "ls-tree", "-r", "--name-only", PARK_BRANCH, "--", f"{name}/").decode().splitlines()
+    # Every parked run has a checkpoint, so its name is what comes before "/checkpoints/".
+    runs = sorted({path[len(name) + 1:].split("/checkpoints/")[0] for path in paths if "/checkpoints/" in path})
+    by_run = {run: [p for p in paths if p.startswith(f"{name}/{run}/")] for run in runs}
+    lines = []
+    for run_name, files in sorted(by_run.items()):
+        run = out / run_name
+        parked_step = next(p.split("/checkpoints/")[1].split("/")[0] for p in files if "/checkpoints/" in p)
+        here = latest_checkpoint(run)
+        if finished(run) or (here is not None and here.name >= parked_step):
+            lines.append(f"{run_name}: left alone (already as far along)")
+            continue
+        shutil.rmtree(run, ignore_errors=True)
+        for path in files:
+            target = run / path[len(name) + len(run_name) + 2:]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(git(repo, "cat-file", "blob", f"{PARK_BRANCH}:{path}"))
+        lines.append(f"{run_name}: unparked at {parked_step}")
+    return lines or [f"nothing parked under {name!r}"]
+
+
 def save(out: Path, dest: Path) -> list[str]:
     if not out.is_dir():
         raise KeepError(f"no such folder: {out}")
@@ -133,9 +218,21 @@ def main(argv: list[str] | None = None) -> int:
         command = commands.add_parser(name)
         command.add_argument("source", metavar=source, type=Path)
         command.add_argument("target", metavar=target, type=Path)
+    repo = Path(__file__).resolve().parents[1]
+    command = commands.add_parser("park", help="commit the unfinished training runs to the branch 'parked'")
+    command.add_argument("source", metavar="OUT", type=Path)
+    command.add_argument("target", metavar="NAME", help="their folder on the branch, e.g. selfguide")
+    command = commands.add_parser("unpark", help="write parked runs back for the driver to continue")
+    command.add_argument("source", metavar="NAME")
+    command.add_argument("target", metavar="OUT", type=Path)
     args = parser.parse_args(argv)
     try:
-        lines = (save if args.command == "save" else restore)(args.source, args.target)
+        if args.command == "park":
+            lines = park(args.source, args.target, repo)
+        elif args.command == "unpark":
+            lines = unpark(args.source, args.target, repo)
+        else:
+            lines = (save if args.command == "save" else restore)(args.source, args.target)
     except KeepError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -104,3 +104,49 @@ def test_bad_folders_get_a_clear_error(tmp_path, capsys):
     write(tmp_path / "run/config.yaml", "env: frozenlake\n")
     assert keep.main(["save", str(tmp_path / "run"), str(tmp_path / "kept")]) == 2
     assert "is itself a run folder" in capsys.readouterr().err
+
+
+@pytest.fixture()
+def repo(tmp_path):
+    import subprocess
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+def test_park_commits_unfinished_runs_with_their_checkpoint_and_unpark_brings_them_back(out, tmp_path, repo):
+    write(out / "sg-s0/checkpoints/step-000004/state.pt", b"\1" * 64)  # the latest of two
+    write(out / "sg-s0/checkpoints/step-000004/model/weights.pt", b"\2" * 32)
+    write(out / "sg-s0/checkpoints/step-000006.tmp/state.pt", b"\3")  # still being written: not parked
+    write(out / "sg-s0/trajectories/train.jsonl", '{"u": 1}\n{"u": 2, "cut')
+
+    assert keep.park(out, "selfguide", repo) == ["sg-s0: parked at step-000004"]
+
+    new = tmp_path / "new"
+    assert keep.unpark("selfguide", new, repo) == ["sg-s0: unparked at step-000004"]
+    assert sorted(str(p.relative_to(new)) for p in new.rglob("*") if p.is_file()) == [
+        "sg-s0/checkpoints/step-000004/model/weights.pt", "sg-s0/checkpoints/step-000004/state.pt",
+        "sg-s0/config.yaml", "sg-s0/metrics.jsonl", "sg-s0/trajectories/train.jsonl"]
+    assert (new / "sg-s0/checkpoints/step-000004/state.pt").read_bytes() == b"\1" * 64
+    assert (new / "sg-s0/trajectories/train.jsonl").read_text() == '{"u": 1}\n'  # whole lines only
+    # A copy that is as far along, or finished, is left alone.
+    assert keep.unpark("selfguide", new, repo) == ["sg-s0: left alone (already as far along)"]
+    # Parking again replaces the branch's commit (no history) and keeps other comparisons' runs.
+    write(out / "sg-s0/checkpoints/step-000006/state.pt", b"\4")
+    keep.park(out, "echo", repo)
+    keep.park(out, "selfguide", repo)
+    assert keep.git(repo, "rev-list", "--count", "parked").strip() == b"1"
+    assert keep.unpark("echo", tmp_path / "other", repo) == ["sg-s0: unparked at step-000006"]
+    assert keep.unpark("selfguide", new, repo) == ["sg-s0: unparked at step-000006"]
+    assert not (new / "sg-s0/checkpoints/step-000004").exists()  # the run folder is the parked one
+    # Once the run finished, the next park drops it.
+    write(out / "sg-s0/summary.json", json.dumps({"success_rate": 0.5}))
+    assert keep.park(out, "selfguide", repo) == [f"nothing to park in {out} (no unfinished training run with a checkpoint)"]
+    assert keep.unpark("selfguide", new, repo) == ["nothing parked under 'selfguide'"]
+
+
+def test_unpark_without_a_parked_branch_is_a_clear_error(repo, tmp_path):
+    with pytest.raises(keep.KeepError, match="nothing was parked"):
+        keep.unpark("selfguide", tmp_path / "out", repo)
