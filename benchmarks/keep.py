@@ -164,6 +164,8 @@ def park(out: Path, name: str, repo: Path) -> list[str]:
            for field, value in (("NAME", "benchmarks/keep.py"), ("EMAIL", "keep@hindsight.invalid"))}
     commit = git(repo, "commit-tree", tree, "-m", f"parked runs: {name}", env=who).decode().strip()
     git(repo, "update-ref", f"refs/heads/{PARK_BRANCH}", commit)
+    # The reflog would keep the replaced checkpoints reachable; without it `git gc` drops them.
+    git(repo, "reflog", "expire", "--expire=now", f"refs/heads/{PARK_BRANCH}")
     return lines or [f"nothing to park in {out} (no unfinished training run with a checkpoint)"]
 
 
