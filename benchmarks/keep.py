@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,11 @@ def finished(run: Path) -> bool:
         return False
 
 
+def run_logs(run: Path) -> list[Path]:
+    """The run's metrics and trajectory logs."""
+    return sorted(run.glob("*.jsonl")) + sorted((run / "trajectories").glob("*.jsonl"))
+
+
 def whole_lines(path: Path) -> bytes:
     """The file's complete lines: a run killed mid-write leaves a last line without its newline."""
     data = path.read_bytes()
@@ -74,8 +80,7 @@ def save_run(run: Path, dest: Path) -> str:
         files = [run / name for name in ADAPTER_FILES if (run / name).is_file()]
     elif finished(run):
         kind = "finished"
-        files = [run / name for name in RECORD_FILES] + sorted(run.glob("*.jsonl")) + \
-            sorted((run / "trajectories").glob("*.jsonl"))
+        files = [run / name for name in RECORD_FILES] + run_logs(run)
     elif (run / "trajectories" / "eval.jsonl").is_file() and not (run / "checkpoints").exists():
         kind = "partial evaluation"
         files = [run / "config.yaml", run / "trajectories" / "eval.jsonl"]
@@ -123,12 +128,10 @@ def latest_checkpoint(run: Path) -> Path | None:
 
 
 def parkable(run: Path) -> bool:
-    return not finished(run) and latest_checkpoint(run) is not None and (run / "config.yaml").is_file()
+    return not finished(run) and latest_checkpoint(run) is not None
 
 
 def git(repo: Path, *args: str, data: bytes | None = None, env: dict | None = None) -> bytes:
-    import os
-
     done = subprocess.run(["git", "-C", str(repo), *args], input=data, capture_output=True,
                           env={**os.environ, **(env or {})})
     if done.returncode:
@@ -150,8 +153,7 @@ def park(out: Path, name: str, repo: Path) -> list[str]:
         lines = []
         for run in runs:
             checkpoint = latest_checkpoint(run)
-            files = [run / "config.yaml"] + sorted(run.glob("*.jsonl")) + \
-                sorted((run / "trajectories").glob("*.jsonl")) + sorted(p for p in checkpoint.rglob("*") if p.is_file())
+            files = [run / "config.yaml"] + run_logs(run) + sorted(p for p in checkpoint.rglob("*") if p.is_file())
             for source in files:
                 data = whole_lines(source) if source.suffix == ".jsonl" else source.read_bytes()
                 blob = git(repo, "hash-object", "-w", "--stdin", data=data).decode().strip()
@@ -176,10 +178,10 @@ def unpark(name: str, out: Path, repo: Path) -> list[str]:
     paths = git(repo, "ls-tree", "-r", "--name-only", PARK_BRANCH, "--", f"{name}/").decode().splitlines()
     # Every parked run has a checkpoint, so its name is what comes before "/checkpoints/".
     runs = sorted({path[len(name) + 1:].split("/checkpoints/")[0] for path in paths if "/checkpoints/" in path})
-    by_run = {run: [p for p in paths if p.startswith(f"{name}/{run}/")] for run in runs}
     lines = []
-    for run_name, files in sorted(by_run.items()):
-        run = out / run_name
+    for run_name in runs:
+        run, prefix = out / run_name, f"{name}/{run_name}/"
+        files = [path for path in paths if path.startswith(prefix)]
         parked_step = next(p.split("/checkpoints/")[1].split("/")[0] for p in files if "/checkpoints/" in p)
         here = latest_checkpoint(run)
         if finished(run) or (here is not None and here.name >= parked_step):
@@ -187,7 +189,7 @@ def unpark(name: str, out: Path, repo: Path) -> list[str]:
             continue
         shutil.rmtree(run, ignore_errors=True)
         for path in files:
-            target = run / path[len(name) + len(run_name) + 2:]
+            target = run / path.removeprefix(prefix)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(git(repo, "cat-file", "blob", f"{PARK_BRANCH}:{path}"))
         lines.append(f"{run_name}: unparked at {parked_step}")

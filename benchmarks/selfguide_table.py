@@ -131,7 +131,8 @@ def main() -> None:
     # What training did to the start: each arm against the start with the same prompting (the
     # start is greedy and untrained, so every seed of an arm pairs with its one evaluation).
     started = {name: evaluation_outcomes(out / name) or {} for name in ("react", "react-sg")}
-    for arm, start in (("grpo", "react"), ("sg", "react-sg"), ("sg-gr", "react-sg"), ("grpo-token-mean", "react")):
+    for arm, start in ((("grpo", "react"), ("sg", "react-sg"), ("sg-gr", "react-sg"))
+                       + tuple((name, "react") for name, _ in FOLLOW_UPS)):
         lines.append(difference_line(f"{names[arm]} − the start ({dict(PROMPTING)[start]})", outcomes[arm],
                                      started[start]))
     print("\n".join(lines))

@@ -101,7 +101,7 @@ def dpo_round(model: TrainableModel, pairs: Sequence[Mapping[str, Any]], setting
             logging_steps=1, save_strategy="no", report_to=[], disable_tqdm=True,
             use_cpu=not torch.cuda.is_available(),
             # TRL defaults to bf16 autocast. On a CPU that is many times slower than fp32, and its
-            # rounding alone moves the policy away from its merged reference (a first loss of
+            # rounding alone moved the policy away from its merged reference (a first loss of
             # 0.675 instead of ln 2 on the bundled model), so fp32 unless a GPU does bf16.
             bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
         )

@@ -5,7 +5,7 @@
 A side is the list of its turns' training sequences (prompt of that moment + response, the
 response masked in), so a pair can compare trajectories of different lengths whose turns
 were prompted differently, which a one-prompt DPO trainer cannot express. The reference is
-the policy as it is when the call starts (a frozen merged copy); its sums are computed once.
+the policy as it is when the call starts (a frozen copy, `frozen_reference`); its sums are computed once.
 Pairs are processed in groups of `micro_batch_size` per backward pass, each group's loss
 weighted by its share of the batch, so the accumulated gradient is the batch mean's.
 """
