@@ -128,3 +128,32 @@ def test_echo_table_compares_echo_with_grpo_and_its_ablations(tmp_path):
     assert "| GRPO | 1 | 0.500 | 0.500 | 64 | – | – | 2 / 0 |" in text
     assert "| ECHO − GRPO | +0.250 [" in text
     assert "| ECHO − ECHO, frozen critic | not yet" in text
+
+
+def test_grpo_signals_splits_the_advantage_per_move_by_how_episodes_ended(tmp_path, capsys):
+    import grpo_signals
+    from hindsight.types import Step
+
+    def episode(moves, success, terminated, advantage):
+        steps = tuple(Step(index=i, observation="", state_key="", raw="", action="up", analysis=None, valid=True,
+                           reward=0.0, score=0.0, feedback="") for i in range(moves))
+        return Trajectory(env="frozenlake", seed=1, instruction="", steps=steps, final_observation="",
+                          final_state_key="", success=success, score=float(success), terminated=terminated,
+                          truncated=not terminated).with_meta(grpo={"advantage": advantage}, update=1)
+
+    # A 2-move fall and a 10-move stall with the same advantage: the fall pushes 5x harder per move.
+    episodes = [episode(2, False, True, -1.0), episode(10, False, False, -1.0), episode(4, True, True, 2.0),
+                episode(3, True, True, 0.0)]  # no gradient: left out
+    rows = grpo_signals.advantage_rows(episodes)
+    assert "| failed by the env | 1 | 2.0 | -1.00 | -0.500 |" in rows
+    assert "| failed at the budget | 1 | 10.0 | -1.00 | -0.100 |" in rows
+    assert "| solved | 1 | 4.0 | +2.00 | +0.500 |" in rows
+    assert grpo_signals.agreement_rows(episodes) == []  # no self-assessments: no agreement table
+    sys_argv = sys.argv
+    sys.argv = ["grpo_signals", str(tmp_path / "missing-run")]
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            grpo_signals.main()
+    finally:
+        sys.argv = sys_argv
+    assert exit_info.value.code == 2 and "has no training log" in capsys.readouterr().err

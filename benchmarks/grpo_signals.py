@@ -1,0 +1,87 @@
+"""What a GRPO run's training log says about where its gradient went (docs/results.md, issue 12).
+
+    python benchmarks/grpo_signals.py runs/selfguide/grpo-s0 runs/selfguide/sg-s0 ...
+
+For each run, from `trajectories/train.jsonl`:
+- the trajectories that carried a gradient (advantage ≠ 0), split by how they ended (solved,
+  failed by the environment, e.g. a fall into a hole, or failed at the step budget), with their
+  mean length, mean advantage and mean advantage per move: under the trajectory-mean
+  aggregation each trajectory's advantage is spread over its own moves, so the last column is
+  the push each move of that kind of episode got;
+- for Self-Guide runs, per update: the share of scored turns whose self-assessment label equals
+  the oracle's, beside the share a judge that always answers "positive" would reach on the
+  same turns.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+from pathlib import Path
+
+from hindsight.agent.selfguide import oracle_labels
+from hindsight.logs import read_trajectories
+from hindsight.logs.importers import episode_ending
+
+
+def outcome(trajectory) -> str:
+    if trajectory.success:
+        return "solved"
+    return {"env": "failed by the env", "budget": "failed at the budget"}.get(
+        episode_ending(trajectory.terminated, trajectory.truncated), "failed, other")
+
+
+def advantage_rows(trajectories) -> list[str]:
+    by_outcome = defaultdict(list)
+    for t in trajectories:
+        advantage = (t.meta.get("grpo") or {}).get("advantage", 0.0)
+        if advantage and t.steps:
+            by_outcome[outcome(t)].append((len(t.steps), advantage))
+    rows = ["| episodes with a gradient | n | mean moves | mean advantage | mean advantage per move |",
+            "|---|---|---|---|---|"]
+    for name, pairs in sorted(by_outcome.items()):
+        n = len(pairs)
+        rows.append(f"| {name} | {n} | {sum(m for m, _ in pairs) / n:.1f} | {sum(a for _, a in pairs) / n:+.2f} | "
+                    f"{sum(a / m for m, a in pairs) / n:+.3f} |")
+    return rows
+
+
+def agreement_rows(trajectories) -> list[str]:
+    per_update = defaultdict(lambda: [0, 0, 0])  # agreed, compared, oracle positive
+    for t in trajectories:
+        if all(step.assessment is None for step in t.steps):
+            continue  # not a Self-Guide episode: nothing to compare, so no replay
+        # The turns `label_agreement` compares, with the oracle replayed once for both counts.
+        for step, expected in zip(t.steps, oracle_labels(t)):
+            if expected is None or step.assessment is None or step.assessment.label is None:
+                continue
+            row = per_update[t.meta.get("update")]
+            row[0] += step.assessment.label == expected.value
+            row[1] += 1
+            row[2] += expected.value == "positive"
+    if not per_update:
+        return []
+    rows = ["| update | scored turns | label agreement | always \"positive\" |", "|---|---|---|---|"]
+    for update, (agreed, compared, positive) in sorted(per_update.items(), key=lambda kv: (kv[0] is None, kv[0])):
+        rows.append(f"| {update} | {compared} | {agreed / compared:.3f} | {positive / compared:.3f} |")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path)
+    for run in parser.parse_args().runs:
+        log = run / "trajectories" / "train.jsonl"
+        if not log.is_file():
+            parser.exit(2, f"error: {run} has no training log ({log})\n")
+        trajectories = list(read_trajectories(log))
+        print(f"## {run}\n")
+        print("\n".join(advantage_rows(trajectories)))
+        agreement = agreement_rows(trajectories)
+        if agreement:
+            print("\n" + "\n".join(agreement))
+        print()
+
+
+if __name__ == "__main__":
+    main()
