@@ -10,11 +10,17 @@ Ray is an optional dependency (`pip install -e .[ray]`); nothing imports it unti
 from __future__ import annotations
 
 import importlib.util
+import time
 from typing import Any
 
 INSTALL_RAY_HINT = "pip install -e .[ray]"
 #: Calls that may fail while Ray learns that an actor was lost, before one waits for its restart.
 _RESTART_PINGS = 5
+#: How long a restarting actor may take to answer again: a model replica reloads its weights in a
+#: new process, which takes minutes for a large model or on a loaded machine.
+RESTART_TIMEOUT_S = 600.0
+#: Pause between two calls to an actor that Ray reports as restarting.
+_RESTART_POLL_S = 0.5
 
 
 def require_ray(what: str, error: type[Exception]) -> Any:
@@ -55,18 +61,25 @@ def remote_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def await_restart(handle: Any) -> None:
+def await_restart(handle: Any, timeout_s: float = RESTART_TIMEOUT_S) -> None:
     """Wait until Ray has started a lost actor (one with a `pid` method) again.
 
-    A call to a restarting actor waits for the restart, but one sent while Ray is still
-    learning of the loss fails as well, hence a few tries. An actor that cannot come back
-    is left to fail the caller's next call.
+    While the actor restarts, Ray answers each call with ActorUnavailableError; those are
+    waited out for up to `timeout_s`, since a restart reloads whatever the actor holds. Any
+    other loss (one sent while Ray is still learning of it) is tried a few times only. An
+    actor that does not come back is left to fail the caller's next call.
     """
     import ray
 
-    for _ in range(_RESTART_PINGS):
+    deadline = time.monotonic() + timeout_s
+    other_failures = 0
+    while other_failures < _RESTART_PINGS:
         try:
             ray.get(handle.pid.remote())
             return
+        except ray.exceptions.ActorUnavailableError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(_RESTART_POLL_S)
         except ray.exceptions.RayActorError:
-            continue
+            other_failures += 1
