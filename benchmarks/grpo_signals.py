@@ -5,9 +5,11 @@
 For each run, from `trajectories/train.jsonl`:
 - the trajectories that carried a gradient (advantage ≠ 0), split by how they ended (solved,
   failed by the environment, e.g. a fall into a hole, or failed at the step budget), with their
-  mean length, mean advantage and mean advantage per move: under the trajectory-mean
-  aggregation each trajectory's advantage is spread over its own moves, so the last column is
-  the push each move of that kind of episode got;
+  mean length, mean advantage and the push each of their moves got, read with the run's
+  aggregation (its config.yaml): under trajectory_mean a trajectory's advantage is spread over
+  its own moves (advantage / moves); under turn_mean and token_mean every move (every token)
+  weighs the same, so each move gets the whole advantage (token_mean: up to the move's length
+  in tokens). Compare the column within a run, not across aggregations;
 - for Self-Guide runs, per update: the share of scored turns whose self-assessment label equals
   the oracle's, beside the share a judge that always answers "positive" would reach on the
   same turns.
@@ -18,6 +20,8 @@ from __future__ import annotations
 import argparse
 from collections import defaultdict
 from pathlib import Path
+
+import yaml
 
 from hindsight.agent.selfguide import oracle_labels
 from hindsight.logs import read_trajectories
@@ -31,18 +35,23 @@ def outcome(trajectory) -> str:
         episode_ending(trajectory.terminated, trajectory.truncated), "failed, other")
 
 
-def advantage_rows(trajectories) -> list[str]:
+def push_per_move(advantage: float, moves: int, aggregation: str) -> float:
+    """The weight a move gets in the loss, up to a factor common to the whole batch."""
+    return advantage / moves if aggregation == "trajectory_mean" else advantage
+
+
+def advantage_rows(trajectories, aggregation: str = "trajectory_mean") -> list[str]:
     by_outcome = defaultdict(list)
     for t in trajectories:
         advantage = (t.meta.get("grpo") or {}).get("advantage", 0.0)
         if advantage and t.steps:
             by_outcome[outcome(t)].append((len(t.steps), advantage))
-    rows = ["| episodes with a gradient | n | mean moves | mean advantage | mean advantage per move |",
+    rows = [f"| episodes with a gradient | n | mean moves | mean advantage | push per move ({aggregation}) |",
             "|---|---|---|---|---|"]
     for name, pairs in sorted(by_outcome.items()):
         n = len(pairs)
         rows.append(f"| {name} | {n} | {sum(m for m, _ in pairs) / n:.1f} | {sum(a for _, a in pairs) / n:+.2f} | "
-                    f"{sum(a / m for m, a in pairs) / n:+.3f} |")
+                    f"{sum(push_per_move(a, m, aggregation) for m, a in pairs) / n:+.3f} |")
     return rows
 
 
@@ -75,8 +84,11 @@ def main() -> None:
         if not log.is_file():
             parser.exit(2, f"error: {run} has no training log ({log})\n")
         trajectories = list(read_trajectories(log))
+        config = run / "config.yaml"
+        aggregation = (yaml.safe_load(config.read_text()) or {}).get("aggregation", "trajectory_mean") \
+            if config.is_file() else "trajectory_mean"
         print(f"## {run}\n")
-        print("\n".join(advantage_rows(trajectories)))
+        print("\n".join(advantage_rows(trajectories, aggregation)))
         agreement = agreement_rows(trajectories)
         if agreement:
             print("\n" + "\n".join(agreement))
