@@ -21,9 +21,9 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-import yaml
-
 from hindsight.agent.selfguide import oracle_labels
+from hindsight.algos.grpo import Aggregation
+from hindsight.diagnostics.runs import read_run_config
 from hindsight.logs import read_trajectories
 from hindsight.logs.importers import episode_ending
 
@@ -35,18 +35,18 @@ def outcome(trajectory) -> str:
         episode_ending(trajectory.terminated, trajectory.truncated), "failed, other")
 
 
-def push_per_move(advantage: float, moves: int, aggregation: str) -> float:
+def push_per_move(advantage: float, moves: int, aggregation: Aggregation) -> float:
     """The weight a move gets in the loss, up to a factor common to the whole batch."""
-    return advantage / moves if aggregation == "trajectory_mean" else advantage
+    return advantage / moves if aggregation is Aggregation.TRAJECTORY_MEAN else advantage
 
 
-def advantage_rows(trajectories, aggregation: str = "trajectory_mean") -> list[str]:
+def advantage_rows(trajectories, aggregation: Aggregation = Aggregation.TRAJECTORY_MEAN) -> list[str]:
     by_outcome = defaultdict(list)
     for t in trajectories:
         advantage = (t.meta.get("grpo") or {}).get("advantage", 0.0)
         if advantage and t.steps:
             by_outcome[outcome(t)].append((len(t.steps), advantage))
-    rows = [f"| episodes with a gradient | n | mean moves | mean advantage | push per move ({aggregation}) |",
+    rows = [f"| episodes with a gradient | n | mean moves | mean advantage | push per move ({aggregation.value}) |",
             "|---|---|---|---|---|"]
     for name, pairs in sorted(by_outcome.items()):
         n = len(pairs)
@@ -84,9 +84,8 @@ def main() -> None:
         if not log.is_file():
             parser.exit(2, f"error: {run} has no training log ({log})\n")
         trajectories = list(read_trajectories(log))
-        config = run / "config.yaml"
-        aggregation = (yaml.safe_load(config.read_text()) or {}).get("aggregation", "trajectory_mean") \
-            if config.is_file() else "trajectory_mean"
+        # Runs from before the option existed trained with its default.
+        aggregation = Aggregation(read_run_config(run).get("aggregation", Aggregation.TRAJECTORY_MEAN.value))
         print(f"## {run}\n")
         print("\n".join(advantage_rows(trajectories, aggregation)))
         agreement = agreement_rows(trajectories)

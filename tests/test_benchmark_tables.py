@@ -132,6 +132,8 @@ def test_echo_table_compares_echo_with_grpo_and_its_ablations(tmp_path):
 
 def test_grpo_signals_splits_the_advantage_per_move_by_how_episodes_ended(tmp_path, capsys):
     import grpo_signals
+
+    from hindsight.algos.grpo import Aggregation
     from hindsight.types import Step
 
     def episode(moves, success, terminated, advantage):
@@ -149,7 +151,7 @@ def test_grpo_signals_splits_the_advantage_per_move_by_how_episodes_ended(tmp_pa
     assert "| failed at the budget | 1 | 10.0 | -1.00 | -0.100 |" in rows
     assert "| solved | 1 | 4.0 | +2.00 | +0.500 |" in rows
     # Under token_mean every move weighs the same: the stall is pushed as hard per move as the fall.
-    rows = grpo_signals.advantage_rows(episodes, "token_mean")
+    rows = grpo_signals.advantage_rows(episodes, Aggregation.TOKEN_MEAN)
     assert "| failed by the env | 1 | 2.0 | -1.00 | -1.000 |" in rows
     assert "| failed at the budget | 1 | 10.0 | -1.00 | -1.000 |" in rows
     assert grpo_signals.agreement_rows(episodes) == []  # no self-assessments: no agreement table
