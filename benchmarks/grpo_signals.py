@@ -85,7 +85,12 @@ def main() -> None:
             parser.exit(2, f"error: {run} has no training log ({log})\n")
         trajectories = list(read_trajectories(log))
         # Runs from before the option existed trained with its default.
-        aggregation = Aggregation(read_run_config(run).get("aggregation", Aggregation.TRAJECTORY_MEAN.value))
+        recorded = read_run_config(run).get("aggregation", Aggregation.TRAJECTORY_MEAN.value)
+        try:
+            aggregation = Aggregation(recorded)
+        except ValueError:
+            known = ", ".join(choice.value for choice in Aggregation)
+            parser.exit(2, f"error: {run}/config.yaml has aggregation {recorded!r}; known: {known}\n")
         print(f"## {run}\n")
         print("\n".join(advantage_rows(trajectories, aggregation)))
         agreement = agreement_rows(trajectories)

@@ -174,7 +174,8 @@ def park(out: Path, name: str, repo: Path) -> list[str]:
 def unpark(name: str, out: Path, repo: Path) -> list[str]:
     """Write the runs parked under `name` back into `out`, where they are not already further along."""
     if not git(repo, "branch", "--list", PARK_BRANCH).strip():
-        raise KeepError(f"no branch {PARK_BRANCH!r} in {repo}: nothing was parked")
+        raise KeepError(f"no branch {PARK_BRANCH!r} in {repo}: nothing was parked, or the branch did not reach "
+                        "this checkout (only main is sure to land); its runs start over")
     paths = git(repo, "ls-tree", "-r", "--name-only", PARK_BRANCH, "--", f"{name}/").decode().splitlines()
     # Every parked run has a checkpoint, so its name is what comes before "/checkpoints/".
     runs = sorted({path[len(name) + 1:].split("/checkpoints/")[0] for path in paths if "/checkpoints/" in path})

@@ -62,7 +62,9 @@ foreground() {  # foreground COMMAND...: run it now on all of CORES, one thread 
 }
 
 arm() {  # arm NAME SEED METHOD RECIPE SWITCHES...: one training run from $start, in the background
+  # Its folder and log are NAME-sSEED, followed by RUN_TAG where the caller sets one ("-float32").
   local name=$1 seed=$2 method=$3 config=$4
   shift 4
-  spawn "$name-s$seed" "train $method '$out/$name-s$seed' --config $config --set init_from='$start' --set seed=$seed $*"
+  local run="$name-s$seed${RUN_TAG:-}"
+  spawn "$run" "train $method '$out/$run' --config $config --set init_from='$start' --set seed=$seed $*"
 }

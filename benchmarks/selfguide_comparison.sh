@@ -18,6 +18,9 @@
 #   followup   not part of the comparison: GRPO with token-mean aggregation, seeds 0 1 2, the test
 #              of why GRPO lost to its start (docs/results.md: it learned to loop)
 #   table      the paired differences (benchmarks/selfguide_table.py)
+# DTYPE=float32 trains with float32 base weights instead of the recipes' bfloat16 and names the
+# runs {arm}-s{seed}-float32: the runs made on a CPU without bfloat16 instructions, where
+# bfloat16 is about 60 times slower (docs/results.md, Self-Guide's fifth amendment).
 # Two jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1)
 # keeps a driver on one core, and the start stage uses all of CORES. Across machines,
 # `python benchmarks/keep.py save OUT_DIR results/selfguide` keeps the finished runs in the
@@ -36,6 +39,8 @@ lake=(--env frozenlake --set size=5 --set max_steps=10 --memory none --max-new-t
 
 . benchmarks/lib.sh  # train, evaluate, spawn, arm
 
+switches=()
+if [ -n "${DTYPE:-}" ]; then RUN_TAG="-$DTYPE"; switches=(--set "dtype=$DTYPE"); fi
 start="$out/start-adapter"  # the start run's adapter, exported: every arm and baseline starts from it
 for stage in $stages; do
   case $stage in
@@ -55,9 +60,9 @@ for stage in $stages; do
     ;;
   arms)
     for seed in 0 1 2; do
-      arm grpo "$seed" grpo "$recipe"
-      arm sg "$seed" grpo "$recipe" --set self_guide=true
-      arm sg-gr "$seed" grpo "$recipe" --set self_guide=true --set guidance_reward=true
+      arm grpo "$seed" grpo "$recipe" "${switches[@]}"
+      arm sg "$seed" grpo "$recipe" "${switches[@]}" --set self_guide=true
+      arm sg-gr "$seed" grpo "$recipe" "${switches[@]}" --set self_guide=true --set guidance_reward=true
     done
     wait
     ;;
@@ -70,7 +75,7 @@ for stage in $stages; do
           no-anneal) points="0.4 0.5 1.0 1.0" ;;
         esac
         read -r ts tf th te <<<"$points"
-        arm "sg-gr-$variant" "$seed" grpo "$recipe" --set self_guide=true --set guidance_reward=true --set trust_start="$ts" \
+        arm "sg-gr-$variant" "$seed" grpo "$recipe" "${switches[@]}" --set self_guide=true --set guidance_reward=true --set trust_start="$ts" \
           --set trust_full="$tf" --set trust_hold_until="$th" --set trust_end="$te"
       done
     done
@@ -80,7 +85,7 @@ for stage in $stages; do
     # Every move of every trajectory weighs the same, so a 10-move stall is penalised as much
     # per move as a 3-move fall; the comparison's arms keep the trajectory mean.
     for seed in 0 1 2; do
-      arm grpo-token-mean "$seed" grpo "$recipe" --set aggregation=token_mean
+      arm grpo-token-mean "$seed" grpo "$recipe" "${switches[@]}" --set aggregation=token_mean
     done
     wait
     ;;

@@ -163,3 +163,17 @@ def test_grpo_signals_splits_the_advantage_per_move_by_how_episodes_ended(tmp_pa
     finally:
         sys.argv = sys_argv
     assert exit_info.value.code == 2 and "has no training log" in capsys.readouterr().err
+
+
+def test_grpo_signals_refuses_a_run_whose_aggregation_it_does_not_know(tmp_path, monkeypatch, capsys):
+    import grpo_signals
+
+    run = tmp_path / "run"
+    with RunDir(run).trajectory_writer("train", env="frozenlake", split="train") as writer:
+        writer.write_trajectory(outcome(1, False))
+    (run / "config.yaml").write_text("aggregation: median\n")
+    monkeypatch.setattr(sys, "argv", ["grpo_signals", str(run)])
+    with pytest.raises(SystemExit) as exit_info:
+        grpo_signals.main()
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "aggregation 'median'" in err and "token_mean" in err
