@@ -49,7 +49,7 @@ def main() -> None:
     else:
         summary = json.loads((out / "start" / "summary.json").read_text())
         lines.append(f"The start: test success {summary['success_rate']:.3f} on {summary['episodes']} tasks.")
-    lines += ["", "| arm | seeds done | test success per seed | mean | failed trajectories | candidates | verified | "
+    lines += ["", "| arm | runs done | test success per run | mean | failed trajectories | candidates | verified | "
               "pairs | share supervised (last round) |", "|---|---|---|---|---|---|---|---|---|"]
     arms = METHODS + ABLATIONS
     outcomes = {}

@@ -122,15 +122,16 @@ def main() -> None:
     arm_lines, outcomes = arm_table(out, ARMS + SCHEDULES + FOLLOW_UPS, COLUMNS)
     lines += arm_lines + [""] + difference_header()
     # The prompting baselines are one greedy run each: their pairs are the test tasks.
-    prompted = {name: evaluation_outcomes(out / name, seeds=(0,)) or {} for name, _ in PROMPTING}
+    prompted = {name: evaluation_outcomes(out / name, labels=("s0",)) or {} for name, _ in PROMPTING}
     for name, title in PROMPTING[1:]:
         lines.append(difference_line(f"{title} − ReAct", prompted[name], prompted["react"]))
     for better, base in (COMPARISONS + tuple((name, "sg-gr") for name, _ in SCHEDULES)
                          + tuple((name, "grpo") for name, _ in FOLLOW_UPS)):
         lines.append(difference_line(f"{names[better]} − {names[base]}", outcomes[better], outcomes[base]))
     # What training did to the start: each arm against the start with the same prompting (the
-    # start is greedy and untrained, so every seed of an arm pairs with its one evaluation).
-    started = {name: evaluation_outcomes(out / name) or {} for name in ("react", "react-sg")}
+    # start is greedy and untrained, so every run of an arm pairs with its one evaluation).
+    labels = sorted({label for arm in outcomes.values() for label, _ in arm})
+    started = {name: evaluation_outcomes(out / name, labels) or {} for name in ("react", "react-sg")}
     for arm, start in ((("grpo", "react"), ("sg", "react-sg"), ("sg-gr", "react-sg"))
                        + tuple((name, "react") for name, _ in FOLLOW_UPS)):
         lines.append(difference_line(f"{names[arm]} − the start ({dict(PROMPTING)[start]})", outcomes[arm],

@@ -2,13 +2,17 @@
 the per-arm and paired-difference rows (imported by the sibling `*_table.py` scripts).
 
 Every arm is a set of runs `OUT/{arm}-s{seed}`, each with a final greedy evaluation on the same
-test tasks (`trajectories/eval-test-final.jsonl`). An outcome is keyed by (seed, task seed), so
-two arms are compared on exactly the pairs both have (`hindsight.stats.paired_difference`).
-A run that has not finished is left out, so a table can be printed at any point of a comparison.
+test tasks (`trajectories/eval-test-final.jsonl`). A run's folder may carry a tag after its seed
+(`sg-s2-float32`): a run made differently on purpose, here with other weight dtypes. An outcome
+is keyed by (run label, task seed), the label being what follows the arm's name ("s0",
+"s2-float32"), so two arms are compared on exactly the runs and tasks both have
+(`hindsight.stats.paired_difference`), and a tagged run pairs only with runs of the same tag. A
+run that has not finished is left out, so a table can be printed at any point of a comparison.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
@@ -17,25 +21,38 @@ from hindsight.logs import read_metrics, read_trajectories
 from hindsight.logs.importers import episode_ending
 from hindsight.stats import paired_difference
 
-SEEDS = (0, 1, 2)
-Outcomes = dict[tuple[int, int], float]
+LABELS = ("s0", "s1", "s2")
+Outcomes = dict[tuple[str, int], float]
 
 
-def final_outcomes(run: Path, seed: int) -> Outcomes | None:
-    """Success per (seed, test task) of a finished training run; None while it is unfinished."""
+def final_outcomes(run: Path, label: str) -> Outcomes | None:
+    """Success per (run label, test task) of a finished training run; None while it is unfinished."""
     log = run / "trajectories" / "eval-test-final.jsonl"
     if not (run / "summary.json").exists() or not log.exists():
         return None
-    return {(seed, t.seed): float(t.success) for t in read_trajectories(log)}
+    return {(label, t.seed): float(t.success) for t in read_trajectories(log)}
 
 
-def evaluation_outcomes(folder: Path, seeds: Iterable[int] = SEEDS) -> Outcomes | None:
-    """A `hindsight eval` folder's greedy outcomes, repeated for every seed: an untrained start is
-    the same policy whatever seed its comparison arms use, so each arm's seed pairs with it."""
+def evaluation_outcomes(folder: Path, labels: Iterable[str] = LABELS) -> Outcomes | None:
+    """A `hindsight eval` folder's greedy outcomes, repeated for every run label: an untrained start
+    is the same policy whatever seed its comparison arms use, so each arm's run pairs with it."""
     if not (folder / "summary.json").exists():
         return None
     outcomes = {t.seed: float(t.success) for t in read_trajectories(folder)}
-    return {(seed, task): value for seed in seeds for task, value in outcomes.items()}
+    return {(label, task): value for label in labels for task, value in outcomes.items()}
+
+
+def arm_runs(out: Path, arm: str) -> list[tuple[str, Path]]:
+    """The arm's run folders `{arm}-s{seed}[-tag]` with their labels ("s0", "s2-float32"), by seed then tag."""
+    pattern = re.compile(rf"{re.escape(arm)}-(s(\d+)(?:-[a-z0-9]+)?)")
+    found = [(int(m.group(2)), m.group(1), folder) for folder in out.iterdir()
+             if folder.is_dir() and (m := pattern.fullmatch(folder.name))] if out.is_dir() else []
+    return [(label, folder) for _, label, folder in sorted(found, key=lambda f: (f[0], f[1]))]
+
+
+def shown_label(label: str) -> str:
+    """A run label as the tables show it beside a number: only a tagged run is named."""
+    return f" ({label})" if "-" in label else ""
 
 
 def metric_rows(run: Path) -> list[dict]:
@@ -49,12 +66,11 @@ def last_metric(rows: list[dict], name: str) -> float | None:
 
 
 def arm_outcomes(out: Path, arm: str) -> tuple[Outcomes, list[float], list[Path]]:
-    """The merged outcomes of an arm's finished seeds, its success per seed and those runs."""
+    """The merged outcomes of an arm's finished runs, its success per run and those runs."""
     merged: Outcomes = {}
     per_seed, runs = [], []
-    for seed in SEEDS:
-        run = out / f"{arm}-s{seed}"
-        got = final_outcomes(run, seed)
+    for label, run in arm_runs(out, arm):
+        got = final_outcomes(run, label)
         if got is None:
             continue
         merged.update(got)
@@ -100,30 +116,31 @@ def final_failure_endings(run: Path) -> str:
 
 def arm_table(out: Path, arms: Sequence[tuple[str, str]], columns: Sequence[Column]
               ) -> tuple[list[str], dict[str, Outcomes]]:
-    """One row per arm (seeds done, test success per seed and their mean, then each column for every
-    finished seed), and each arm's merged outcomes for the paired rows."""
-    lines = ["| arm | seeds done | test success per seed | mean | " + " | ".join(t for t, _ in columns) + " |",
+    """One row per arm (runs done, test success per run and their mean, then each column for every
+    finished run), and each arm's merged outcomes for the paired rows."""
+    lines = ["| arm | runs done | test success per run | mean | " + " | ".join(t for t, _ in columns) + " |",
              "|---|---|---|---|" + "---|" * len(columns)]
     outcomes: dict[str, Outcomes] = {}
     for name, title in arms:
         outcomes[name], per_seed, runs = arm_outcomes(out, name)
         mean = f"{sum(per_seed) / len(per_seed):.3f}" if per_seed else "–"
         shown = [", ".join(read(run) for run in runs) or "–" for _, read in columns]
-        lines.append(f"| {title} | {len(per_seed)} | {', '.join(f'{x:.3f}' for x in per_seed) or '–'} | {mean} | "
+        rates = ", ".join(f"{x:.3f}{shown_label(run.name[len(name) + 1:])}" for x, run in zip(per_seed, runs))
+        lines.append(f"| {title} | {len(per_seed)} | {rates or '–'} | {mean} | "
                      + " | ".join(shown) + " |")
     return lines, outcomes
 
 
 def difference_header() -> list[str]:
-    return ["| paired difference of test success | B − A [95% CI] | pairs | per seed |", "|---|---|---|---|"]
+    return ["| paired difference of test success | B − A [95% CI] | pairs | per run |", "|---|---|---|---|"]
 
 
 def difference_line(title: str, better: Mapping, base: Mapping) -> str:
     """One row: B − A over the (seed, task) pairs both arms have, with its bootstrap interval."""
     common = set(better) & set(base)
     if not common:
-        return f"| {title} | not yet: no seed finished in both arms | | |"
+        return f"| {title} | not yet: no run finished in both arms | | |"
     result = paired_difference({k: base[k] for k in common}, {k: better[k] for k in common})
-    per_seed = ", ".join(f"{d:+.3f}" for d in result.per_seed)
+    per_seed = ", ".join(f"{d:+.3f}{shown_label(label)}" for d, label in zip(result.per_seed, result.seeds))
     return (f"| {title} | {result.difference:+.3f} [{result.low:+.3f}, {result.high:+.3f}] | "
-            f"{len(result.seeds)} seeds × {result.tasks} tasks | {per_seed} |")
+            f"{len(result.seeds)} runs × {result.tasks} tasks | {per_seed} |")

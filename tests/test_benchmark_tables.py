@@ -56,13 +56,33 @@ def test_paired_rows_pair_each_seed_with_the_same_tasks(tmp_path):
     write_run(tmp_path / "cso-s1", "eval-test-final", [1, 1, 1, 1])
     write_run(tmp_path / "cso-s2", "eval-test-final", [0, 0, 0, 0], finished=False)  # still running: left out
     start = tables.evaluation_outcomes(tmp_path / "start")
-    assert start[(0, 101)] == start[(2, 101)] == 0.0 and len(start) == 3 * 4
+    assert start[("s0", 101)] == start[("s2", 101)] == 0.0 and len(start) == 3 * 4
     cso, per_seed, runs = tables.arm_outcomes(tmp_path, "cso")
     assert per_seed == [0.75, 1.0] and [r.name for r in runs] == ["cso-s0", "cso-s1"]
     # Seed 0 gains one task of four, seed 1 two: the mean paired difference is 3/8.
     assert "| CSO − start | +0.375 [" in tables.difference_line("CSO − start", cso, start)
-    assert "2 seeds × 4 tasks | +0.250, +0.500 |" in tables.difference_line("x", cso, start)
+    assert "2 runs × 4 tasks | +0.250, +0.500 |" in tables.difference_line("x", cso, start)
     assert "not yet" in tables.difference_line("x", cso, {})
+
+
+def test_a_tagged_run_pairs_only_with_runs_of_the_same_tag(tmp_path):
+    import tables
+
+    write_run(tmp_path / "grpo-s0", "eval-test-final", [1, 0, 1, 0])
+    write_run(tmp_path / "grpo-s1", "eval-test-final", [0, 0, 0, 0])
+    write_run(tmp_path / "grpo-s1-float32", "eval-test-final", [1, 1, 0, 0])
+    write_run(tmp_path / "grpo-token-mean-s1", "eval-test-final", [1, 1, 1, 1])  # another arm, not a tag
+    write_run(tmp_path / "sg-s0", "eval-test-final", [1, 1, 1, 0])
+    write_run(tmp_path / "sg-s1-float32", "eval-test-final", [1, 1, 1, 1])
+    assert [label for label, _ in tables.arm_runs(tmp_path, "grpo")] == ["s0", "s1", "s1-float32"]
+    grpo, per_run, _ = tables.arm_outcomes(tmp_path, "grpo")
+    sg, _, _ = tables.arm_outcomes(tmp_path, "sg")
+    assert per_run == [0.5, 0.0, 0.5]
+    # sg has s0 and s1-float32: GRPO's untagged s1 is left out, its float32 s1 pairs (+0.25 and +0.5).
+    line = tables.difference_line("sg − grpo", sg, grpo)
+    assert "| sg − grpo | +0.375 [" in line and "2 runs × 4 tasks | +0.250, +0.500 (s1-float32) |" in line
+    lines, _ = tables.arm_table(tmp_path, [("grpo", "GRPO")], [])
+    assert "| GRPO | 3 | 0.500, 0.000, 0.500 (s1-float32) | 0.333 |" in lines[2]
 
 
 def test_cso_table_sums_the_funnel_over_rounds(tmp_path):
@@ -88,7 +108,7 @@ def test_selfguide_table_reads_arms_and_their_metrics(tmp_path):
     write_run(tmp_path / "react", "eval", [1, 0, 0, 1])
     write_run(tmp_path / "react-sg", "eval", [1, 1, 0, 1])
     text = table("selfguide_table", tmp_path)
-    assert "| ReAct+SG − ReAct | +0.250 [" in text and "1 seeds × 4 tasks" in text
+    assert "| ReAct+SG − ReAct | +0.250 [" in text and "1 runs × 4 tasks" in text
     assert "| ReAct | 4 | 0.500 |" in text and "| – | – | 2 / 0 |" in text  # both failures ended by the env
     # Each arm against the start with its prompting: GRPO (1, 0, 1, 0) against ReAct (1, 0, 0, 1),
     # GRPO+SG+GR (1, 1, 1, 0) against ReAct+SG (1, 1, 0, 1).

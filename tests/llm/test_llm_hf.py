@@ -363,3 +363,22 @@ def test_entropies_and_token_ends_match_a_fresh_forward_pass(tiny_dir):
             assert ends[-1] == len(completion.text)
             for k in range(len(ends)):
                 assert completion.text[: ends[k]] == tiny.decode(completion.token_ids[: k + 1])[: ends[k]]
+
+
+def test_bfloat16_on_a_cpu_without_bf16_instructions_is_warned_about(monkeypatch, caplog):
+    import torch
+
+    from hindsight.llm import hf
+
+    assert isinstance(hf.cpu_has_bf16(), bool)  # this machine's answer, whatever it is
+    monkeypatch.setattr(hf, "cpu_has_bf16", lambda: False)
+    with caplog.at_level("WARNING", logger="hindsight.llm.hf"):
+        assert hf._resolve_dtype("bfloat16", "cpu") is torch.bfloat16
+        assert hf._resolve_dtype("float32", "cpu") is torch.float32
+        assert hf._resolve_dtype("bf16", "cuda") is torch.bfloat16  # a GPU decides for itself
+    assert [r.getMessage().split(" on a CPU")[0] for r in caplog.records] == ["dtype bfloat16"]
+    monkeypatch.setattr(hf, "cpu_has_bf16", lambda: True)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="hindsight.llm.hf"):
+        hf._resolve_dtype("bfloat16", "cpu")
+    assert not caplog.records
