@@ -93,7 +93,9 @@ def plan(source: Path, step: int, overrides: list[str]) -> tuple[dict, dict]:
         if update in logged and abs(logged[update] - new) > 1e-12:
             raise ForkError(f"the source logged λ = {logged[update]:g} at update {update}, the fork's schedule "
                             f"gives {new:g}")
-    return {"kind": "grpo", **asdict(after)}, changes
+    # The source's own keys, only the changed ones rewritten: the toolkit that resumes the fork
+    # may be an older one (a pinned commit) that knows fewer keys than this one.
+    return {**raw, **changes}, changes
 
 
 def fork(source: Path, step: int, dest: Path, overrides: list[str]) -> dict:
