@@ -137,6 +137,23 @@ def test_the_quick_plan_says_it_is_a_smoke_scale_and_covers_every_table(tmp_path
     assert len(plan.tables) == 10
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_self_guide_cells_train_in_bfloat16_only_where_the_cpu_has_it(tmp_path, monkeypatch, native):
+    from hindsight.llm import hf
+
+    monkeypatch.setattr(hf, "cpu_has_bf16", lambda: native)
+    plan = build_plan(QUICK, Target(), tmp_path)
+    trained = [step.command().args for cell in plan.cells if cell.paper == "Self-Guide" for step in cell.steps
+               if isinstance(step, Train)]
+    assert len(trained) >= 7  # the start and the six GRPO arms of a seed
+    for args in trained:
+        # The recipes say bfloat16; without bf16 instructions every run overrides it with auto.
+        assert ("dtype=auto" in args) is not native
+    # ECHO's and CSO's recipes leave the dtype at auto: no override either way.
+    assert not any("dtype=auto" in step.command().args for cell in plan.cells if cell.paper != "Self-Guide"
+                   for step in cell.steps if isinstance(step, Train))
+
+
 def test_values_given_with_set_read_back_as_themselves():
     for value in ("oracle", "", "Reply with one move: <action>up</action>.", 5e-5, 0.1, 3, True,
                   {"size": 5, "max_steps": 10, "score": "progress"}, "runs/a b"):

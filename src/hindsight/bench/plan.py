@@ -487,10 +487,20 @@ def echo_section(ctx: Context) -> Section:
     ))
 
 
+def weight_dtype() -> str:
+    """The frozen base's dtype for training cells whose recipe asks for bfloat16: bfloat16 where this
+    CPU multiplies it natively, else `auto` (bfloat16 on a GPU that has it, float32 on a CPU), since
+    without bf16 instructions bfloat16 runs about 60 times slower than float32 (docs/results.md)."""
+    from hindsight.llm import hf
+
+    return "bfloat16" if hf.cpu_has_bf16() else "auto"
+
+
 def selfguide_section(ctx: Context) -> Section:
     sizes, seeds, target, tasks = ctx.scale.selfguide, ctx.scale.seeds, ctx.target, str(ctx.scale.test_tasks)
     recipe = Recipe.load("grpo-selfguide-frozenlake5.yaml")
     setting = target.setting(recipe).with_max_steps(sizes.max_steps)
+    dtype = {"dtype": weight_dtype()}
     shipped = target.start_adapter
     start_blocker = target.train_blocker() or oracle_blocker(setting.env, "the start learns its self-assessments")
     cells = [
@@ -500,7 +510,7 @@ def selfguide_section(ctx: Context) -> Section:
                       blocker=start_blocker),
         ctx.train_cell("sg-start", SELF_GUIDE, "the shared start: the oracle's assessments of those attempts, and "
                        "their successful moves, taught", "sft", Recipe.load("sft-selfguide-frozenlake5.yaml"),
-                       {**setting.config(), **target.training(shipped), "demos": str(ctx.run("sg-attempts")),
+                       {**setting.config(), **target.training(shipped), **dtype, "demos": str(ctx.run("sg-attempts")),
                         "assessment_demos": str(ctx.run("sg-attempts")), "batch_size": sizes.start_batch_size},
                        sizes.start_s, needs=("sg-attempts",), blocker=start_blocker, readouts=()),
     ]
@@ -525,7 +535,7 @@ def selfguide_section(ctx: Context) -> Section:
     arms += tuple((name, f"GRPO w/ SG & GR, {title}",
                    {**guided, **dict(zip(("trust_start", "trust_full", "trust_hold_until", "trust_end"), points))},
                    sizes.sg_s) for name, title, points in schedules)
-    common = {**setting.config(), **target.training(ctx.run("sg-start")), "updates": sizes.updates,
+    common = {**setting.config(), **target.training(ctx.run("sg-start")), **dtype, "updates": sizes.updates,
               "tasks_per_update": sizes.tasks_per_update, "group_size": sizes.group_size,
               "final_eval_episodes": ctx.scale.test_tasks}
     for seed in seeds:
