@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Collection, Iterable, Mapping, Sequence
 
 from hindsight.logs import read_metrics, read_trajectories
 from hindsight.logs.importers import episode_ending
@@ -114,21 +114,32 @@ def final_failure_endings(run: Path) -> str:
     return failure_endings(read_trajectories(run / "trajectories" / "eval-test-final.jsonl"))
 
 
-def arm_table(out: Path, arms: Sequence[tuple[str, str]], columns: Sequence[Column]
-              ) -> tuple[list[str], dict[str, Outcomes]]:
+def arm_table(out: Path, arms: Sequence[tuple[str, str]], columns: Sequence[Column],
+              outside: Mapping[str, Collection[str]] | None = None) -> tuple[list[str], dict[str, Outcomes]]:
     """One row per arm (runs done, test success per run and their mean, then each column for every
-    finished run), and each arm's merged outcomes for the paired rows."""
+    finished run), and each arm's merged outcomes for the paired rows. `outside` names, per arm, the
+    labels of runs that are shown but stand outside its mean (a seed run again another way, whose
+    other run stands for that seed); their outcomes are still returned, for the rows that pair with them."""
     lines = ["| arm | runs done | test success per run | mean | " + " | ".join(t for t, _ in columns) + " |",
              "|---|---|---|---|" + "---|" * len(columns)]
     outcomes: dict[str, Outcomes] = {}
     for name, title in arms:
         outcomes[name], per_seed, runs = arm_outcomes(out, name)
-        mean = f"{sum(per_seed) / len(per_seed):.3f}" if per_seed else "–"
+        left_out = (outside or {}).get(name, ())
+        labels = [run.name[len(name) + 1:] for run in runs]
+        counted = [x for x, label in zip(per_seed, labels) if label not in left_out]
+        mean = f"{sum(counted) / len(counted):.3f}" if counted else "–"
         shown = [", ".join(read(run) for run in runs) or "–" for _, read in columns]
-        rates = ", ".join(f"{x:.3f}{shown_label(run.name[len(name) + 1:])}" for x, run in zip(per_seed, runs))
-        lines.append(f"| {title} | {len(per_seed)} | {rates or '–'} | {mean} | "
+        rates = ", ".join(f"{x:.3f} ({label}, not in the mean)" if label in left_out else f"{x:.3f}{shown_label(label)}"
+                          for x, label in zip(per_seed, labels))
+        lines.append(f"| {title} | {len(counted)} | {rates or '–'} | {mean} | "
                      + " | ".join(shown) + " |")
     return lines, outcomes
+
+
+def without_runs(outcomes: Outcomes, labels: Collection[str]) -> Outcomes:
+    """The outcomes of every run except those labelled `labels`."""
+    return {key: value for key, value in outcomes.items() if key[0] not in labels}
 
 
 def difference_header() -> list[str]:

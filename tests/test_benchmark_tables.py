@@ -83,6 +83,10 @@ def test_a_tagged_run_pairs_only_with_runs_of_the_same_tag(tmp_path):
     assert "| sg − grpo | +0.375 [" in line and "2 runs × 4 tasks | +0.250, +0.500 (s1-float32) |" in line
     lines, _ = tables.arm_table(tmp_path, [("grpo", "GRPO")], [])
     assert "| GRPO | 3 | 0.500, 0.000, 0.500 (s1-float32) | 0.333 |" in lines[2]
+    # Where the float32 run stands for seed 1, the untagged one is shown but left out of the mean.
+    lines, outcomes = tables.arm_table(tmp_path, [("grpo", "GRPO")], [], {"grpo": ("s1",)})
+    assert "| GRPO | 2 | 0.500, 0.000 (s1, not in the mean), 0.500 (s1-float32) | 0.500 |" in lines[2]
+    assert len(outcomes["grpo"]) == 12 and len(tables.without_runs(outcomes["grpo"], ("s1",))) == 8
 
 
 def test_cso_table_sums_the_funnel_over_rounds(tmp_path):
@@ -197,3 +201,19 @@ def test_grpo_signals_refuses_a_run_whose_aggregation_it_does_not_know(tmp_path,
         grpo_signals.main()
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "aggregation 'median'" in err and "token_mean" in err
+
+
+def test_selfguide_table_compares_seed_2_in_float32_and_pairs_the_follow_up_in_bfloat16(tmp_path):
+    # The fifth amendment: seed 2 of every arm in float32; GRPO's bfloat16 seed 2 pairs only with
+    # the follow-up (bfloat16), and counts neither in GRPO's mean nor against the start.
+    write_run(tmp_path / "react", "eval", [1, 0, 0, 1])
+    write_run(tmp_path / "react-sg", "eval", [1, 1, 0, 1])
+    write_run(tmp_path / "grpo-s2", "eval-test-final", [0, 0, 0, 0])
+    write_run(tmp_path / "grpo-s2-float32", "eval-test-final", [1, 0, 0, 1])
+    write_run(tmp_path / "sg-s2-float32", "eval-test-final", [1, 1, 0, 1])
+    write_run(tmp_path / "grpo-token-mean-s2", "eval-test-final", [1, 0, 0, 0])
+    text = table("selfguide_table", tmp_path)
+    assert "| GRPO | 1 | 0.000 (s2, not in the mean), 0.500 (s2-float32) | 0.500 |" in text
+    assert "| GRPO+SG (λ ≡ 0) − GRPO | +0.250 [" in text and "1 runs × 4 tasks | +0.250 (s2-float32) |" in text
+    assert "| GRPO − the start (ReAct) | +0.000 [" in text and "+0.000 (s2-float32) |" in text
+    assert "| GRPO, token-mean aggregation (follow-up) − GRPO | +0.250 [" in text  # against bfloat16 seed 2
