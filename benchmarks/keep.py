@@ -40,6 +40,8 @@ from pathlib import Path
 PARK_BRANCH = "parked"
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "hindsight.json", "provenance.json")
 RECORD_FILES = ("config.yaml", "summary.json")
+# Kept where a run has them: a forked run's record of where it came from (benchmarks/fork_run.py).
+OPTIONAL_RECORD_FILES = ("forked_from.json",)
 
 
 class KeepError(Exception):
@@ -67,6 +69,10 @@ def run_logs(run: Path) -> list[Path]:
     return sorted(run.glob("*.jsonl")) + sorted((run / "trajectories").glob("*.jsonl"))
 
 
+def optional_records(run: Path) -> list[Path]:
+    return [run / name for name in OPTIONAL_RECORD_FILES if (run / name).is_file()]
+
+
 def whole_lines(path: Path) -> bytes:
     """The file's complete lines: a run killed mid-write leaves a last line without its newline."""
     data = path.read_bytes()
@@ -80,7 +86,7 @@ def save_run(run: Path, dest: Path) -> str:
         files = [run / name for name in ADAPTER_FILES if (run / name).is_file()]
     elif finished(run):
         kind = "finished"
-        files = [run / name for name in RECORD_FILES] + run_logs(run)
+        files = [run / name for name in RECORD_FILES] + optional_records(run) + run_logs(run)
     elif (run / "trajectories" / "eval.jsonl").is_file() and not (run / "checkpoints").exists():
         kind = "partial evaluation"
         files = [run / "config.yaml", run / "trajectories" / "eval.jsonl"]
@@ -153,7 +159,8 @@ def park(out: Path, name: str, repo: Path) -> list[str]:
         lines = []
         for run in runs:
             checkpoint = latest_checkpoint(run)
-            files = [run / "config.yaml"] + run_logs(run) + sorted(p for p in checkpoint.rglob("*") if p.is_file())
+            files = ([run / "config.yaml"] + optional_records(run) + run_logs(run)
+                     + sorted(p for p in checkpoint.rglob("*") if p.is_file()))
             for source in files:
                 data = whole_lines(source) if source.suffix == ".jsonl" else source.read_bytes()
                 blob = git(repo, "hash-object", "-w", "--stdin", data=data).decode().strip()

@@ -37,7 +37,9 @@ def out(tmp_path):
     write(root / "reflact/config.yaml", "env: frozenlake\n")
     write(root / "reflact/trajectories/eval.jsonl", '{"task": 1}\n{"task": 2}\n{"task": 3, "cut')
     write(root / "reflact/summary.json", json.dumps({"interrupted": True}))
+    write(root / "grpo-s0/forked_from.json", '{"source": "elsewhere", "step": 4}\n')
     write(root / "sg-s0/config.yaml", "method: grpo\n")
+    write(root / "sg-s0/forked_from.json", '{"source": "grpo-s0", "step": 2}\n')
     write(root / "sg-s0/metrics.jsonl", '{"step": 1}\n')
     write(root / "sg-s0/checkpoints/step-000002/state.pt", b"\0" * 64)
     write(root / "start-adapter/adapter_config.json", '{"r": 16}')
@@ -52,7 +54,7 @@ def test_save_keeps_finished_runs_partial_evaluations_and_adapters(out, tmp_path
     assert lines == ["grpo-s0: finished", "react: finished", "reflact: partial evaluation",
                      "sg-s0: skipped (an unfinished training run)", "start-adapter: adapter"]
     assert sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file()) == [
-        "grpo-s0/config.yaml", "grpo-s0/metrics.jsonl.gz", "grpo-s0/summary.json",
+        "grpo-s0/config.yaml", "grpo-s0/forked_from.json", "grpo-s0/metrics.jsonl.gz", "grpo-s0/summary.json",
         "grpo-s0/trajectories/eval-test-final.jsonl.gz", "grpo-s0/trajectories/train.jsonl.gz",
         "react/config.yaml", "react/summary.json", "react/trajectories/eval.jsonl.gz",
         "reflact/config.yaml", "reflact/trajectories/eval.jsonl.gz",
@@ -128,7 +130,7 @@ def test_park_commits_unfinished_runs_with_their_checkpoint_and_unpark_brings_th
     assert keep.unpark("selfguide", new, repo) == ["sg-s0: unparked at step-000004"]
     assert sorted(str(p.relative_to(new)) for p in new.rglob("*") if p.is_file()) == [
         "sg-s0/checkpoints/step-000004/model/weights.pt", "sg-s0/checkpoints/step-000004/state.pt",
-        "sg-s0/config.yaml", "sg-s0/metrics.jsonl", "sg-s0/trajectories/train.jsonl"]
+        "sg-s0/config.yaml", "sg-s0/forked_from.json", "sg-s0/metrics.jsonl", "sg-s0/trajectories/train.jsonl"]
     assert (new / "sg-s0/checkpoints/step-000004/state.pt").read_bytes() == b"\1" * 64
     assert (new / "sg-s0/trajectories/train.jsonl").read_text() == '{"u": 1}\n'  # whole lines only
     # A copy that is as far along, or finished, is left alone.
