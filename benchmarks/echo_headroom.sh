@@ -30,16 +30,17 @@ stages=${*:-start critic check arms table}
 mkdir -p "$out"
 recipe=recipes/echo-frozenlake6.yaml
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
-# The start learns on 5x5; the critic, the checks and the arms run on 6x6.
-lake5=(--env frozenlake --set size=5 --set max_steps=10 --set score=partial --memory none --max-new-tokens 12
-       --system-prompt "$prompt")
-lake6=(--env frozenlake --set size=6 --set max_steps=12 --set score=partial --memory none --max-new-tokens 12
-       --system-prompt "$prompt" --dtype float32)
 # float32 base weights for the check and the arms on every machine, where the recipes say bfloat16
 # (docs/results.md, issue 16, "The dtype, amended"): without bfloat16 instructions a CPU runs it
 # about 60 times slower, and the sessions land on both kinds. The critic warm start ran in bfloat16;
 # the check's bfloat16 evaluation is kept as start-validation-bfloat16.
-weights=(--set dtype=float32)
+dtype=float32
+weights=(--set dtype=$dtype)
+# The start learns on 5x5; the critic, the checks and the arms run on 6x6.
+lake5=(--env frozenlake --set size=5 --set max_steps=10 --set score=partial --memory none --max-new-tokens 12
+       --system-prompt "$prompt")
+lake6=(--env frozenlake --set size=6 --set max_steps=12 --set score=partial --memory none --max-new-tokens 12
+       --system-prompt "$prompt" --dtype $dtype)
 lake=("${lake6[@]}")  # `evaluate` reads $lake
 
 . benchmarks/lib.sh  # train, evaluate, spawn, arm
