@@ -12,6 +12,7 @@ from hindsight.train.checkpoint import list_checkpoints
 from tests.methods.test_training_loops import comparable, grpo_config, read_metrics
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import fork_compare  # noqa: E402
 import fork_run  # noqa: E402
 
 # λ(u) with u = (update − 1)/3 in the three-update runs below: 0 at updates 1-2, 1 at update 3.
@@ -98,3 +99,38 @@ def test_a_forked_run_resumes_into_the_run_it_would_have_been(tiny_model_dir, tm
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert (forked / "trajectories" / "train.jsonl").read_text() == (
         straight / "trajectories" / "train.jsonl").read_text()
+
+    # What the fork changed, read back: update 3 sampled the same rollouts under λ = 1 and λ = 0.
+    lines = fork_compare.report(forked)
+    assert lines[0].startswith("fork against sg: forked after update 2")
+    update_3 = next(line for line in lines if line.startswith("| 3 |"))
+    same = update_3.split(" | ")[2].split(" / ")
+    assert "| 1 / 0 |" in update_3 and same[0] == same[1]
+    header = next(i for i, line in enumerate(lines) if line.startswith("| checkpoint |"))
+    assert lines[header + 2].startswith("| 3 | ") and "–" not in lines[header + 2]  # moved from step 2's weights
+    assert lines[-1].startswith("final test, 1 tasks in both")
+
+
+def test_advantage_changes_reach_only_the_groups_whose_env_returns_differ():
+    env = torch.tensor([[0.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0]], dtype=torch.float64)
+    sums = torch.tensor([[0.2, 0.0, 0.5, 0.1], [0.5, 0.9, 0.5, 0.4], [0.4, 0.4, 0.4, 0.4]], dtype=torch.float64)
+    # Tied env returns: any λ > 0 gives the same advantages (the scale divides out), unlike λ = 0.
+    half_vs_one = fork_compare.advantage_changes(env, sums, (0.5, 1.0), normalize_std=True)
+    assert half_vs_one[0] < 1e-5 and half_vs_one[2] == 0
+    # Where the env returns differ, λ's size reweights the group: (0.25, 1.45, 0.25, 1.2) against
+    # (0.5, 1.9, 0.5, 1.4), normalised, differ by up to about 0.22.
+    assert half_vs_one[1] == pytest.approx(0.217, abs=1e-3)
+    off_vs_on = fork_compare.advantage_changes(env, sums, (0.0, 1.0), normalize_std=True)
+    assert off_vs_on[0] > 1 and off_vs_on[2] == 0
+    # Without the std normalisation the scale no longer divides out.
+    assert fork_compare.advantage_changes(env, sums, (0.5, 1.0), normalize_std=False)[0] > 0.1
+
+
+def test_fork_compare_says_what_is_not_a_fork(tmp_path, monkeypatch, capsys):
+    source = fake_source(tmp_path / "sg")
+    with pytest.raises(fork_compare.CompareError, match="no forked_from.json"):
+        fork_compare.report(source)
+    monkeypatch.setattr(sys, "argv", ["fork_compare", str(tmp_path / "nothing")])
+    with pytest.raises(SystemExit) as exit_info:
+        fork_compare.main()
+    assert exit_info.value.code == 2 and "is not a run directory" in capsys.readouterr().err
