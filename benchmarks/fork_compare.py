@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import yaml
+from selfguide_table import meta_column, self_guided
 
 from hindsight.algos.grpo import group_advantages
+from hindsight.diagnostics.runs import read_run_config
 from hindsight.logs import read_trajectories
 from hindsight.train.checkpoint import list_checkpoints
 
@@ -64,27 +65,18 @@ def advantage_changes(env_returns: torch.Tensor, assessment_sums: torch.Tensor, 
 
 def guided_by_update(run: Path) -> dict[int, list]:
     """The run's Self-Guide training trajectories, by update, in the order they were logged."""
-    log = run / "trajectories" / "train.jsonl"
-    if not log.is_file():
-        raise CompareError(f"{run} has no training log ({log})")
     updates = defaultdict(list)
-    for trajectory in read_trajectories(log):
-        if "selfguide" in trajectory.meta:
-            updates[int(trajectory.meta["update"])].append(trajectory)
+    for trajectory in self_guided(run):
+        updates[int(trajectory.meta["update"])].append(trajectory)
     if not updates:
-        raise CompareError(f"{run}'s training log has no Self-Guide trajectories: not a Self-Guide run")
+        raise CompareError(f"{run} has no Self-Guide training trajectories (trajectories/train.jsonl): "
+                           "not a Self-Guide run")
     return updates
 
 
 def fingerprint(trajectory) -> tuple:
     """What the policy sampled: each step's self-assessment and move."""
     return tuple((step.assessment.text if step.assessment else None, step.action) for step in trajectory.steps)
-
-
-def group_column(trajectories: list, key: str, group_size: int) -> torch.Tensor:
-    """A Self-Guide meta entry of each trajectory, [num_groups, group_size]."""
-    values = [t.meta["selfguide"][key] for t in trajectories]
-    return torch.tensor(values, dtype=torch.float64).view(-1, group_size)
 
 
 def compare_updates(fork: Path, source: Path, after: int, group_size: int,
@@ -100,8 +92,9 @@ def compare_updates(fork: Path, source: Path, after: int, group_size: int,
         lambdas = (float(a[0].meta["selfguide"]["lambda"]), float(b[0].meta["selfguide"]["lambda"]))
         changes: tuple[float, ...] = ()
         if same == len(a) == len(b) and len(a) % group_size == 0:
-            changes = tuple(advantage_changes(group_column(a, "env_return", group_size),
-                                              group_column(a, "assessment_sum", group_size), lambdas,
+            metas = [t.meta["selfguide"] for t in a]
+            changes = tuple(advantage_changes(meta_column(metas, "env_return", group_size),
+                                              meta_column(metas, "assessment_sum", group_size), lambdas,
                                               normalize_std).tolist())
         rows.append(UpdateComparison(update, lambdas, same, max(len(a), len(b)), changes))
     return rows
@@ -148,7 +141,7 @@ def report(fork: Path, source: Path | None = None) -> list[str]:
     record = json.loads(record_path.read_text(encoding="utf-8"))
     source = source or Path(record["source"])
     after = int(record["step"])
-    config = yaml.safe_load((fork / "config.yaml").read_text(encoding="utf-8")) or {}
+    config = read_run_config(fork)
     group_size, normalize_std = int(config.get("group_size", 1)), bool(config.get("normalize_std", True))
 
     lines = [f"{fork.name} against {source.name}: forked after update {after}, changed {record['changes']}", "",

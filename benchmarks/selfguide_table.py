@@ -80,6 +80,12 @@ def self_guided(run: Path) -> list:
     return [t for t in read_trajectories(log) if "selfguide" in t.meta] if log.exists() else []
 
 
+def meta_column(metas: list[dict], key: str, group_size: int) -> torch.Tensor:
+    """One Self-Guide meta entry of each training trajectory, [num_groups, group_size] (a group's
+    trajectories are logged together)."""
+    return torch.tensor([m[key] for m in metas], dtype=torch.float64).view(-1, group_size)
+
+
 def labels_alone(run: Path) -> str:
     """"trained on the labels alone (tied groups the labels split) / groups" over a run's training.
 
@@ -90,10 +96,9 @@ def labels_alone(run: Path) -> str:
     group_size = int(yaml.safe_load((run / "config.yaml").read_text())["group_size"]) if metas else 0
     if not metas or len(metas) % group_size:
         return "–"
-    column = lambda key: torch.tensor([m[key] for m in metas], dtype=torch.float64).view(-1, group_size)  # noqa: E731
-    env = column("env_return")
-    alone = int(guidance_only_groups(env, column("return")).sum())
-    split = int(guidance_only_groups(env, env + column("assessment_sum")).sum())
+    env = meta_column(metas, "env_return", group_size)
+    alone = int(guidance_only_groups(env, meta_column(metas, "return", group_size)).sum())
+    split = int(guidance_only_groups(env, env + meta_column(metas, "assessment_sum", group_size)).sum())
     return f"{alone} ({split}) / {env.shape[0]}"
 
 
