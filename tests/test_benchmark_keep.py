@@ -145,7 +145,8 @@ def test_park_commits_unfinished_runs_with_their_checkpoint_and_unpark_brings_th
     assert not (new / "sg-s0/checkpoints/step-000004").exists()  # the run folder is the parked one
     # Once the run finished, the next park drops it.
     write(out / "sg-s0/summary.json", json.dumps({"success_rate": 0.5}))
-    assert keep.park(out, "selfguide", repo) == [f"nothing to park in {out} (no unfinished training run with a checkpoint)"]
+    nothing = f"nothing to park in {out} (no unfinished training run with a checkpoint)"
+    assert keep.park(out, "selfguide", repo) == [nothing]
     assert keep.unpark("selfguide", new, repo) == ["nothing parked under 'selfguide'"]
 
 
