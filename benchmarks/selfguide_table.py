@@ -17,10 +17,10 @@ import json
 from pathlib import Path
 
 import torch
-import yaml
 
 from hindsight.agent.selfguide import label_agreement
 from hindsight.algos.selfguide import guidance_only_groups
+from hindsight.diagnostics.runs import read_run_config
 from hindsight.logs import read_trajectories
 from tables import (
     arm_table, difference_header, difference_line, env_steps, evaluation_outcomes, failure_endings, metric,
@@ -93,7 +93,7 @@ def labels_alone(run: Path) -> str:
     alone. The count in brackets is of tied groups whose Σ_t r_t differ, which a guidance weight
     λ > 0 would turn into such groups: under λ ≡ 0 it shows what the guidance reward would act on."""
     metas = [t.meta["selfguide"] for t in self_guided(run)]
-    group_size = int(yaml.safe_load((run / "config.yaml").read_text())["group_size"]) if metas else 0
+    group_size = int(read_run_config(run)["group_size"]) if metas else 0
     if not metas or len(metas) % group_size:
         return "–"
     env = meta_column(metas, "env_return", group_size)
