@@ -1,14 +1,15 @@
-"""Trajectory-level DPO (ETO): summed turn log-probs, micro-batches that reproduce the batch step."""
+"""Trajectory-level DPO (ETO): summed turn log-probs, a two-pass backward, micro-batches that keep the step."""
 
 import math
 
 import pytest
 import torch
 
+from hindsight.algos.dpo import dpo_loss
 from hindsight.methods.model_setup import load_trainable
 from hindsight.train.dpo import DPOSettings
-from hindsight.train.trajectory_dpo import side_logprobs, trajectory_dpo
 from hindsight.train.sequences import TrainingSequence
+from hindsight.train.trajectory_dpo import backward_through_sides, side_logprobs, trajectory_dpo
 
 
 def turn(prompt, response):
@@ -54,3 +55,40 @@ def test_training_starts_at_ln2_lowers_the_loss_and_micro_batches_do_not_change_
     model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), 4, 8, False)
     stats = trajectory_dpo(model, pairs(), DPOSettings(beta=0.5, lr=3e-2, epochs=12, batch_size=3, micro_batch_size=3))
     assert stats.steps == 12 and stats.loss < stats.first_loss - 0.1 and stats.reward_accuracy == 1.0
+
+
+def test_the_two_pass_backward_gives_the_one_graph_gradient(tiny_lora_model_dir):
+    """Pass 1 without a graph plus a per-micro-batch pass 2 equals autograd through every turn at once."""
+    model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), 4, 8, False)
+    torch.manual_seed(0)
+    for p in model.parameters():
+        torch.nn.init.normal_(p, std=0.05)
+    chosen, rejected = [c for c, _ in pairs()], [r for _, r in pairs()]
+    reference = torch.tensor([-9.0, -14.0, -7.5]), torch.tensor([-8.0, -20.0, -6.0])
+
+    def loss_of(sums):
+        return dpo_loss(sums[:3], sums[3:], *reference, beta=0.5).loss
+
+    model.model.zero_grad(set_to_none=True)
+    loss_of(side_logprobs(model.model, chosen + rejected, model.pad_id, micro_batch_size=100)).backward()
+    one_graph = {n: p.grad.clone() for n, p in model.model.named_parameters() if p.grad is not None}
+
+    model.model.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        sums = side_logprobs(model.model, chosen + rejected, model.pad_id, micro_batch_size=2)
+    sums.requires_grad_(True)
+    (side_grads,) = torch.autograd.grad(loss_of(sums), sums)
+    backward_through_sides(model.model, chosen + rejected, side_grads, model.pad_id, micro_batch_size=2)
+    two_pass = {n: p.grad for n, p in model.model.named_parameters() if p.grad is not None}
+
+    assert one_graph.keys() == two_pass.keys() and one_graph
+    scale = sum(float(g.norm()) for g in one_graph.values())
+    assert scale > 0
+    assert sum(float((one_graph[n] - two_pass[n]).norm()) for n in one_graph) < 1e-5 * scale
+
+
+def test_dropout_is_refused_because_the_backward_recomputes_the_forward(tiny_lora_model_dir):
+    model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), 4, 8, False)
+    model.model.add_module("extra_dropout", torch.nn.Dropout(0.1))
+    with pytest.raises(ValueError, match="dropout must be 0"):
+        trajectory_dpo(model, pairs(), DPOSettings(batch_size=3, micro_batch_size=1))

@@ -6,8 +6,19 @@ A side is the list of its turns' training sequences (prompt of that moment + res
 response masked in), so a pair can compare trajectories of different lengths whose turns
 were prompted differently, which a one-prompt DPO trainer cannot express. The reference is
 the policy as it is when the call starts (a frozen copy, `frozen_reference`); its sums are computed once.
-Pairs are processed in groups of `micro_batch_size` per backward pass, each group's loss
-weighted by its share of the batch, so the accumulated gradient is the batch mean's.
+Memory is bounded by `micro_batch_size` turn sequences, not by the length of the pairs. A
+side can hold ten turns, so keeping the graph of every turn of a batch alive until one
+backward pass held 4 pairs × 2 sides × 10 turns of activations and was OOM-killed at 20.7 GB
+on a 5×5 lake. Instead each batch takes two passes (`backward_through_sides`):
+
+1. without a graph, the side sums s_k and the batch's DPO loss L; autograd on L alone gives
+   the scalars g_k = ∂L/∂s_k;
+2. per micro-batch of turn sequences, a forward with a graph and a backward of Σ g_k · log p,
+   which accumulates Σ_k g_k ∂s_k/∂θ = ∂L/∂θ (the chain rule, since s_k is a sum of turns).
+
+The gradient is the whole batch's exactly, as long as the two forwards agree (no dropout:
+LoRA dropout is 0 and `trajectory_dpo` refuses a model with active dropout), for one more
+forward pass per batch.
 """
 
 from __future__ import annotations
@@ -24,9 +35,17 @@ from hindsight.train.sequences import TrainingSequence
 Side = Sequence[TrainingSequence]
 
 
+def _turns(sides: Sequence[Side]) -> list[tuple[int, TrainingSequence]]:
+    return [(k, sequence) for k, side in enumerate(sides) for sequence in side]
+
+
 def side_logprobs(module: torch.nn.Module, sides: Sequence[Side], pad_id: int, micro_batch_size: int) -> torch.Tensor:
-    """Σ over each side's turns of log p(response tokens): [len(sides)] (with grad if enabled)."""
-    flat = [(k, sequence) for k, side in enumerate(sides) for sequence in side]
+    """Σ over each side's turns of log p(response tokens): [len(sides)] (with grad if enabled).
+
+    With grad enabled, the graph of every turn stays alive until backward: call it under
+    `torch.no_grad()` for long sides and train with `backward_through_sides`.
+    """
+    flat = _turns(sides)
     device = next(module.parameters()).device
     sums = torch.zeros(len(sides), device=device)
     for start in range(0, len(flat), micro_batch_size):
@@ -37,12 +56,38 @@ def side_logprobs(module: torch.nn.Module, sides: Sequence[Side], pad_id: int, m
     return sums
 
 
+def backward_through_sides(module: torch.nn.Module, sides: Sequence[Side], side_grads: torch.Tensor, pad_id: int,
+                           micro_batch_size: int) -> None:
+    """Accumulate Σ_k side_grads[k] · ∇θ side_logprob_k into the parameters' `.grad`.
+
+    side_grads [len(sides)]: ∂L/∂s_k for a loss L of the side sums s_k. One micro-batch of
+    `micro_batch_size` turn sequences holds a graph at a time.
+    """
+    flat = _turns(sides)
+    device = next(module.parameters()).device
+    side_grads = side_grads.detach().to(device)
+    for start in range(0, len(flat), micro_batch_size):
+        chunk = flat[start:start + micro_batch_size]
+        batch = collate([sequence for _, sequence in chunk], pad_id, device)
+        per_sequence = token_logprobs(module, batch).sum(dim=1)
+        weights = side_grads[torch.tensor([k for k, _ in chunk], device=device)]
+        (per_sequence * weights).sum().backward()
+
+
+def _active_dropout(module: torch.nn.Module) -> list[str]:
+    return [name for name, sub in module.named_modules() if isinstance(sub, torch.nn.Dropout) and sub.p > 0]
+
+
 def trajectory_dpo(model: TrainableModel, pairs: Sequence[tuple[Side, Side]], settings: DPOSettings) -> DPOStats:
     """Train the active role with DPO on (chosen, rejected) trajectory pairs; AdamW, constant lr."""
     if not pairs:
         raise ValueError("DPO needs at least one pair")
     if any(not chosen or not rejected for chosen, rejected in pairs):
         raise ValueError("every side of a trajectory pair needs at least one turn")
+    dropout = _active_dropout(model.model)
+    if dropout:
+        raise ValueError(f"trajectory DPO recomputes each forward for its backward, so dropout must be 0; "
+                         f"active in {', '.join(dropout[:3])}")
     micro = settings.micro_batch_size
     reference = frozen_reference(model)
     with torch.no_grad():
@@ -59,23 +104,19 @@ def trajectory_dpo(model: TrainableModel, pairs: Sequence[tuple[Side, Side]], se
         for start in range(0, len(order), settings.batch_size):
             batch = order[start:start + settings.batch_size]
             optimizer.zero_grad(set_to_none=True)
-            batch_loss, chosen_rewards, rejected_rewards, chosen_logps, rejected_logps = 0.0, [], [], [], []
-            for group_start in range(0, len(batch), micro):
-                group = batch[group_start:group_start + micro]
-                chosen = side_logprobs(model.model, [pairs[i][0] for i in group], model.pad_id, micro)
-                rejected = side_logprobs(model.model, [pairs[i][1] for i in group], model.pad_id, micro)
-                terms = dpo_loss(chosen, rejected, ref_chosen[group], ref_rejected[group], settings.beta)
-                (terms.loss * len(group) / len(batch)).backward()
-                batch_loss += float(terms.loss.detach()) * len(group) / len(batch)
-                chosen_rewards.append(terms.chosen_rewards)
-                rejected_rewards.append(terms.rejected_rewards)
-                chosen_logps.append(chosen.detach())
-                rejected_logps.append(rejected.detach())
+            sides = [pairs[i][0] for i in batch] + [pairs[i][1] for i in batch]
+            with torch.no_grad():  # pass 1: the sums, no graph
+                sums = side_logprobs(model.model, sides, model.pad_id, micro)
+            sums.requires_grad_(True)
+            chosen, rejected = sums[:len(batch)], sums[len(batch):]
+            terms = dpo_loss(chosen, rejected, ref_chosen[batch], ref_rejected[batch], settings.beta)
+            (side_grads,) = torch.autograd.grad(terms.loss, sums)
+            backward_through_sides(model.model, sides, side_grads, model.pad_id, micro)  # pass 2
             torch.nn.utils.clip_grad_norm_(parameters, settings.max_grad_norm)
             optimizer.step()
             steps += 1
-            losses.append(batch_loss)
-            last_terms = [torch.cat(x) for x in (chosen_rewards, rejected_rewards, chosen_logps, rejected_logps)]
+            losses.append(float(terms.loss.detach()))
+            last_terms = [terms.chosen_rewards, terms.rejected_rewards, chosen.detach(), rejected.detach()]
     model.model.eval()
     won, lost, chosen_logp, rejected_logp = last_terms
     return DPOStats(
