@@ -23,7 +23,7 @@ forward pass per batch.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 
@@ -35,8 +35,15 @@ from hindsight.train.sequences import TrainingSequence
 Side = Sequence[TrainingSequence]
 
 
-def _turns(sides: Sequence[Side]) -> list[tuple[int, TrainingSequence]]:
-    return [(k, sequence) for k, side in enumerate(sides) for sequence in side]
+def _turn_chunks(module: torch.nn.Module, sides: Sequence[Side], pad_id: int,
+                 micro_batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Per micro-batch of turn sequences: (log p of each sequence's response [n], its side's index [n])."""
+    flat = [(k, sequence) for k, side in enumerate(sides) for sequence in side]
+    device = next(module.parameters()).device
+    for start in range(0, len(flat), micro_batch_size):
+        chunk = flat[start:start + micro_batch_size]
+        batch = collate([sequence for _, sequence in chunk], pad_id, device)
+        yield token_logprobs(module, batch).sum(dim=1), torch.tensor([k for k, _ in chunk], device=device)
 
 
 def side_logprobs(module: torch.nn.Module, sides: Sequence[Side], pad_id: int, micro_batch_size: int) -> torch.Tensor:
@@ -45,14 +52,9 @@ def side_logprobs(module: torch.nn.Module, sides: Sequence[Side], pad_id: int, m
     With grad enabled, the graph of every turn stays alive until backward: call it under
     `torch.no_grad()` for long sides and train with `backward_through_sides`.
     """
-    flat = _turns(sides)
-    device = next(module.parameters()).device
-    sums = torch.zeros(len(sides), device=device)
-    for start in range(0, len(flat), micro_batch_size):
-        chunk = flat[start:start + micro_batch_size]
-        batch = collate([sequence for _, sequence in chunk], pad_id, device)
-        per_sequence = token_logprobs(module, batch).sum(dim=1)
-        sums = sums.index_add(0, torch.tensor([k for k, _ in chunk], device=device), per_sequence)
+    sums = torch.zeros(len(sides), device=next(module.parameters()).device)
+    for per_sequence, side_index in _turn_chunks(module, sides, pad_id, micro_batch_size):
+        sums = sums.index_add(0, side_index, per_sequence)
     return sums
 
 
@@ -63,15 +65,9 @@ def backward_through_sides(module: torch.nn.Module, sides: Sequence[Side], side_
     side_grads [len(sides)]: ∂L/∂s_k for a loss L of the side sums s_k. One micro-batch of
     `micro_batch_size` turn sequences holds a graph at a time.
     """
-    flat = _turns(sides)
-    device = next(module.parameters()).device
-    side_grads = side_grads.detach().to(device)
-    for start in range(0, len(flat), micro_batch_size):
-        chunk = flat[start:start + micro_batch_size]
-        batch = collate([sequence for _, sequence in chunk], pad_id, device)
-        per_sequence = token_logprobs(module, batch).sum(dim=1)
-        weights = side_grads[torch.tensor([k for k, _ in chunk], device=device)]
-        (per_sequence * weights).sum().backward()
+    side_grads = side_grads.detach().to(next(module.parameters()).device)
+    for per_sequence, side_index in _turn_chunks(module, sides, pad_id, micro_batch_size):
+        (per_sequence * side_grads[side_index]).sum().backward()
 
 
 def _active_dropout(module: torch.nn.Module) -> list[str]:
