@@ -24,15 +24,21 @@ ABLATIONS = (("cso-no-prm", "CSO, no PRM (every step branched)"), ("cso-no-verif
              ("cso-random-ee", "random proposer, expert+expert pairs"),
              ("cso-llm-prm", "CSO, LLM-judge PRM (the bundled model; seed 0)"))
 FUNNEL = ("cso/failed_trajectories", "cso/candidates", "cso/verified", "cso/pairs")
+#: ETO logs its own failures and pairs; it has no candidates and verifies nothing.
+ETO_FUNNEL = ("eto/failed_trajectories", None, None, "eto/pairs")
 
 
-def funnel(runs: list[Path]) -> list[str]:
-    """Each funnel metric summed over a run's rounds, then averaged over the runs."""
+def funnel(runs: list[Path], names: tuple[str | None, ...] = FUNNEL) -> list[str]:
+    """Each funnel metric summed over a run's rounds, then averaged over the runs; – where no run logs it."""
     if not runs:
-        return ["–"] * (len(FUNNEL) + 1)
+        return ["–"] * (len(names) + 1)
     rows = [metric_rows(run) for run in runs]
-    sums = [[sum(r[name] for r in run_rows if name in r) for name in FUNNEL] for run_rows in rows]
-    cells = [f"{sum(column) / len(runs):.1f}" for column in zip(*sums)]
+    cells = []
+    for name in names:
+        if name is None or not any(name in row for run_rows in rows for row in run_rows):
+            cells.append("–")
+            continue
+        cells.append(f"{sum(sum(r[name] for r in run_rows if name in r) for run_rows in rows) / len(runs):.1f}")
     shares = [last_metric(run_rows, "cso/share_supervised") for run_rows in rows]
     shares = [s for s in shares if s is not None]
     return cells + [f"{sum(shares) / len(shares):.3f}" if shares else "–"]
@@ -56,7 +62,7 @@ def main() -> None:
     for name, title in arms:
         outcomes[name], per_seed, runs = arm_outcomes(out, name)
         mean = f"{sum(per_seed) / len(per_seed):.3f}" if per_seed else "–"
-        cells = funnel(runs) if name != "rft" else ["–"] * (len(FUNNEL) + 1)
+        cells = funnel(runs, ETO_FUNNEL if name == "eto" else FUNNEL)  # RFT logs no funnel: all –
         lines.append(f"| {title} | {len(per_seed)} | {', '.join(f'{x:.3f}' for x in per_seed) or '–'} | {mean} | "
                      + " | ".join(cells) + " |")
     lines += [""] + difference_header()
