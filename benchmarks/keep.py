@@ -15,6 +15,12 @@ What is kept of a run folder (one that holds a `config.yaml`):
   trajectories, whole lines only, which `hindsight eval --resume` continues from;
 - an exported adapter folder (`adapter_config.json`): as it is. Later runs start from these,
   since checkpoints are too large to keep.
+- a run that trained all its updates but whose final evaluation is unfinished: config, logs
+  (the final evaluation's finished tasks among them) and its last checkpoint *slimmed*: the
+  weights (about 19 MB for the 135M model's LoRA in float32) and the RNGs, without the
+  optimizer's moments (two thirds of a checkpoint), which no step is left to use. Restored, the
+  driver's `hindsight train --resume` loads it, has no update to run, and continues the final
+  evaluation from its last finished task, with the same weights to the bit.
 An unfinished training run is not kept by `save`: without its checkpoint it cannot continue.
 A run that will not finish before the machine goes is *parked* instead: its config, logs and
 latest checkpoint (about 60 MB) go into one commit of the branch `parked`, which has no
@@ -23,6 +29,10 @@ repository once `git gc` runs), and `unpark` writes them back for the driver to 
 
     python benchmarks/keep.py park /work/sg selfguide       # before the machine goes
     python benchmarks/keep.py unpark selfguide /work/sg     # on a new machine, after restore
+
+Only main is sure to reach a new machine: on 2026-11-27 a new checkout came without the branch
+`parked`, and a run parked mid-evaluation started over. So a run is best stopped where `save`
+keeps it (trained, or an evaluation); parking is for a training run cut off mid-way.
 """
 
 from __future__ import annotations
@@ -37,7 +47,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+import yaml
+
 PARK_BRANCH = "parked"
+STATE_FILE = "state.pt"  # hindsight.logs.checkpoints.STATE_FILE, without importing the toolkit
+SLIM_KEY = "slim"
+# The logs whose finished tasks an evaluation resumes from: a `hindsight eval` run's, and a
+# training run's final evaluation on its test split.
+EVALUATION_LOGS = ("eval.jsonl", "eval-test-final.jsonl")
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "hindsight.json", "provenance.json")
 RECORD_FILES = ("config.yaml", "summary.json")
 # Kept where a run has them: a forked run's record of where it came from (benchmarks/fork_run.py).
@@ -90,6 +107,11 @@ def save_run(run: Path, dest: Path) -> str:
     elif (run / "trajectories" / "eval.jsonl").is_file() and not (run / "checkpoints").exists():
         kind = "partial evaluation"
         files = [run / "config.yaml", run / "trajectories" / "eval.jsonl"]
+    elif trained(run):
+        kind = "trained, final evaluation unfinished"
+        checkpoint = latest_checkpoint(run)
+        files = ([run / "config.yaml"] + optional_records(run) + run_logs(run)
+                 + sorted(p for p in checkpoint.rglob("*") if p.is_file()))
     else:
         return "skipped (an unfinished training run)"
     staging = dest.with_name(dest.name + ".tmp")
@@ -97,7 +119,9 @@ def save_run(run: Path, dest: Path) -> str:
     for source in files:
         target = staging / source.relative_to(run)
         target.parent.mkdir(parents=True, exist_ok=True)
-        if source.suffix == ".jsonl":
+        if source.name == STATE_FILE and "checkpoints" in source.relative_to(run).parts:
+            slim_state(source, target)
+        elif source.suffix == ".jsonl":
             with gzip.GzipFile(target.with_name(target.name + ".gz"), "wb", mtime=0) as out:
                 out.write(whole_lines(source))
         else:
@@ -111,9 +135,9 @@ def restore_run(kept: Path, run: Path) -> str:
     """Write one kept folder back to `run`, unless a finished run or an adapter is there already."""
     if finished(run) or (run / "adapter_config.json").is_file():
         return "left alone (already there)"
-    log, kept_log = run / "trajectories" / "eval.jsonl", kept / "trajectories" / "eval.jsonl.gz"
-    if not finished(kept) and log.is_file() and kept_log.is_file() and \
-            whole_lines(log).count(b"\n") >= gzip.decompress(kept_log.read_bytes()).count(b"\n"):
+    if not finished(kept) and any(evaluation_lines(run / "trajectories" / name) >=
+                                  evaluation_lines(kept / "trajectories" / f"{name}.gz") > 0
+                                  for name in EVALUATION_LOGS):
         return "left alone (this copy is as far along)"
     shutil.rmtree(run, ignore_errors=True)  # an unfinished copy, behind the kept one
     for source in sorted(p for p in kept.rglob("*") if p.is_file()):
@@ -131,6 +155,41 @@ def latest_checkpoint(run: Path) -> Path | None:
     """The run's last complete checkpoint (a `.tmp` folder is one still being written)."""
     steps = sorted(c for c in (run / "checkpoints").glob("step-*") if c.is_dir() and not c.name.endswith(".tmp"))
     return steps[-1] if steps else None
+
+
+def evaluation_lines(path: Path) -> int:
+    """How many tasks an evaluation log (plain or gzipped) holds; 0 when there is none."""
+    if path.suffix == ".gz":
+        return gzip.decompress(path.read_bytes()).count(b"\n") if path.is_file() else 0
+    return whole_lines(path).count(b"\n") if path.is_file() else 0
+
+
+def trained(run: Path) -> bool:
+    """Unfinished, with a checkpoint after the config's last update: only the final evaluation is left."""
+    checkpoint = latest_checkpoint(run)
+    if finished(run) or checkpoint is None or not (checkpoint / STATE_FILE).is_file():
+        return False
+    try:
+        updates = yaml.safe_load((run / "config.yaml").read_text()).get("updates")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return False
+    return isinstance(updates, int) and checkpoint.name == f"step-{updates:06d}"
+
+
+def slim_state(source: Path, target: Path) -> None:
+    """Copy a last checkpoint's state without the optimizers' per-parameter moments.
+
+    `load_state_dict` accepts an optimizer with no per-parameter state (a fresh one has none),
+    so the checkpoint still loads, and no update is left to miss the moments. `SLIM_KEY` marks
+    it for a reader; benchmarks/fork_run.py forks only before a run's last update, so no run
+    trains on from it."""
+    import torch
+
+    state = torch.load(source, map_location="cpu", weights_only=False)
+    for optimizer in state.get("optimizers", {}).values():
+        optimizer["state"] = {}
+    state[SLIM_KEY] = "optimizer moments dropped by benchmarks/keep.py: for the final evaluation only"
+    torch.save(state, target)
 
 
 def parkable(run: Path) -> bool:

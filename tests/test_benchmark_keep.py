@@ -153,3 +153,47 @@ def test_park_commits_unfinished_runs_with_their_checkpoint_and_unpark_brings_th
 def test_unpark_without_a_parked_branch_is_a_clear_error(repo, tmp_path):
     with pytest.raises(keep.KeepError, match="nothing was parked"):
         keep.unpark("selfguide", tmp_path / "out", repo)
+
+
+def test_a_trained_run_is_kept_with_a_slim_last_checkpoint_and_continues_its_final_evaluation(out, tmp_path):
+    torch = pytest.importorskip("torch")
+    run = out / "sg-gr-s2"
+    write(run / "config.yaml", "kind: grpo\nupdates: 8\n")
+    write(run / "metrics.jsonl", '{"step": 8}\n')
+    write(run / "trajectories/train.jsonl", '{"update": 8}\n')
+    write(run / "trajectories/eval-test-final.jsonl", '{"task": 1}\n{"task": 2}\n{"task": 3, "cut')
+    write(run / "checkpoints/step-000008/model/weights.pt", b"\5" * 32)
+    weights = torch.nn.Parameter(torch.ones(3))
+    optimizer = torch.optim.AdamW([weights], lr=0.1)
+    weights.sum().backward()
+    optimizer.step()
+    assert optimizer.state_dict()["state"]  # the moments the slim copy drops
+    saved_rng = torch.get_rng_state()
+    torch.save({"step": 8, "optimizers": {"policy": optimizer.state_dict()}, "rng": {"torch": saved_rng},
+                "state": {"env_steps": 687}}, run / "checkpoints/step-000008/state.pt")
+    write(run / "checkpoints/step-000006/state.pt", b"\0")  # an older checkpoint: not kept
+    kept = tmp_path / "kept"
+
+    assert "sg-gr-s2: trained, final evaluation unfinished" in keep.save(out, kept)
+
+    assert sorted(str(p.relative_to(kept / "sg-gr-s2")) for p in (kept / "sg-gr-s2").rglob("*") if p.is_file()) == [
+        "checkpoints/step-000008/model/weights.pt", "checkpoints/step-000008/state.pt", "config.yaml",
+        "metrics.jsonl.gz", "trajectories/eval-test-final.jsonl.gz", "trajectories/train.jsonl.gz"]
+    new = tmp_path / "new"
+    assert "sg-gr-s2: restored" in keep.restore(kept, new)
+    assert (new / "sg-gr-s2/trajectories/eval-test-final.jsonl").read_text() == '{"task": 1}\n{"task": 2}\n'
+    assert (new / "sg-gr-s2/checkpoints/step-000008/model/weights.pt").read_bytes() == b"\5" * 32
+    slim = torch.load(new / "sg-gr-s2/checkpoints/step-000008/state.pt", weights_only=False)
+    assert slim[keep.SLIM_KEY] and slim["state"] == {"env_steps": 687} and slim["step"] == 8
+    assert torch.equal(slim["rng"]["torch"], saved_rng)  # the RNGs are kept
+    # It still loads into a fresh optimizer, with its hyperparameters and no moments.
+    fresh = torch.optim.AdamW([torch.nn.Parameter(torch.ones(3))], lr=0.5)
+    fresh.load_state_dict(slim["optimizers"]["policy"])
+    assert fresh.param_groups[0]["lr"] == pytest.approx(0.1) and not fresh.state_dict()["state"]
+    # A copy whose final evaluation went as far is not set back.
+    assert "sg-gr-s2: left alone (this copy is as far along)" in keep.restore(kept, new)
+
+
+def test_a_run_short_of_its_last_update_is_not_kept_as_trained(out, tmp_path):
+    write(out / "sg-s0/config.yaml", "kind: grpo\nupdates: 8\n")  # its checkpoint is after update 2
+    assert "sg-s0: skipped (an unfinished training run)" in keep.save(out, tmp_path / "kept")
