@@ -12,7 +12,13 @@ For each run, from `trajectories/train.jsonl`:
   in tokens). Compare the column within a run, not across aggregations;
 - for Self-Guide runs, per update: the share of scored turns whose self-assessment label equals
   the oracle's, beside the share a judge that always answers "positive" would reach on the
-  same turns.
+  same turns;
+- for Self-Guide runs whose guidance reward was on (λ > 0) at some update: the mean Σ_t r_t of
+  the episodes trained with λ > 0, by how they ended, and, in each of those groups where a
+  failure at the step budget (a stall) and a failure by the environment (a fall) met, the
+  stall's advantage minus the fall's. With λ = 0 two failures get the same advantage; with
+  notes that keep saying "positive", Σ_t r_t grows with the episode's length, so the guidance
+  reward pays a stall more than a fall.
 """
 
 from __future__ import annotations
@@ -76,6 +82,31 @@ def agreement_rows(trajectories) -> list[str]:
     return rows
 
 
+def guidance_rows(trajectories) -> list[str]:
+    sums = defaultdict(list)  # outcome -> Σ_t r_t of the episodes trained with λ > 0
+    groups = defaultdict(list)  # (update, task seed) -> that group's episodes
+    for t in trajectories:
+        selfguide = t.meta.get("selfguide") or {}
+        if selfguide.get("lambda", 0.0) > 0:
+            sums[outcome(t)].append(selfguide["assessment_sum"])
+            groups[(t.meta.get("update"), t.seed)].append(t)
+    if not sums:
+        return []
+    rows = ["| episodes trained with λ > 0 | n | mean Σ_t r_t |", "|---|---|---|"]
+    rows += [f"| {name} | {len(values)} | {sum(values) / len(values):+.2f} |" for name, values in sorted(sums.items())]
+    gaps = []
+    for group in groups.values():
+        advantages = defaultdict(list)
+        for t in group:
+            advantages[outcome(t)].append((t.meta.get("grpo") or {}).get("advantage", 0.0))
+        stalls, falls = advantages["failed at the budget"], advantages["failed by the env"]
+        if stalls and falls:
+            gaps.append(sum(stalls) / len(stalls) - sum(falls) / len(falls))
+    listed = ", ".join(f"{gap:+.2f}" for gap in gaps) or "no group had both"
+    rows.append(f"\nstall − fall advantage, per group where both met ({len(gaps)}): {listed}")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path)
@@ -96,6 +127,9 @@ def main() -> None:
         agreement = agreement_rows(trajectories)
         if agreement:
             print("\n" + "\n".join(agreement))
+        guidance = guidance_rows(trajectories)
+        if guidance:
+            print("\n" + "\n".join(guidance))
         print()
 
 

@@ -194,6 +194,38 @@ def test_grpo_signals_splits_the_advantage_per_move_by_how_episodes_ended(tmp_pa
     assert exit_info.value.code == 2 and "has no training log" in capsys.readouterr().err
 
 
+def test_grpo_signals_shows_what_the_guidance_reward_paid_stalls_and_falls():
+    import grpo_signals
+
+    from hindsight.types import Step
+
+    def episode(seed, update, moves, success, terminated, advantage, lam, assessment_sum):
+        steps = tuple(Step(index=i, observation="", state_key="", raw="", action="up", analysis=None, valid=True,
+                           reward=0.0, score=0.0, feedback="") for i in range(moves))
+        return Trajectory(env="frozenlake", seed=seed, instruction="", steps=steps, final_observation="",
+                          final_state_key="", success=success, score=float(success), terminated=terminated,
+                          truncated=not terminated).with_meta(
+            grpo={"advantage": advantage}, update=update,
+            selfguide={"lambda": lam, "env_return": float(success), "assessment_sum": assessment_sum,
+                       "return": float(success) + lam * assessment_sum})
+
+    episodes = [
+        # update 2, task 7 (λ = 1): a stall, a fall and a success met; the stall out-earned the fall
+        episode(7, 2, 10, False, False, 0.5, 1.0, 1.0), episode(7, 2, 2, False, True, -1.5, 1.0, 0.2),
+        episode(7, 2, 4, True, True, 1.0, 1.0, 0.4),
+        # update 2, task 8: only falls, so no stall − fall gap from this group
+        episode(8, 2, 3, False, True, 0.0, 1.0, 0.3),
+        # update 1 (λ = 0): left out of the table though its stall and fall would make a group
+        episode(9, 1, 10, False, False, 0.0, 0.0, 0.9), episode(9, 1, 3, False, True, 0.0, 0.0, 0.1),
+    ]
+    rows = grpo_signals.guidance_rows(episodes)
+    assert "| failed at the budget | 1 | +1.00 |" in rows
+    assert "| failed by the env | 2 | +0.25 |" in rows
+    assert "| solved | 1 | +0.40 |" in rows
+    assert rows[-1].endswith("per group where both met (1): +2.00")
+    assert grpo_signals.guidance_rows(episodes[4:]) == []  # never λ > 0: no table
+
+
 def test_grpo_signals_refuses_a_run_whose_aggregation_it_does_not_know(tmp_path, monkeypatch, capsys):
     import grpo_signals
 
