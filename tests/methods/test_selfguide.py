@@ -12,13 +12,12 @@ import pytest
 
 from hindsight.agent.selfguide import SelfAssessor
 from hindsight.configs import ConfigError, from_mapping
-from hindsight.types import Completion
 from hindsight.logs import read_trajectories
 from hindsight.methods.grpo import GRPOConfig, train_grpo
 from hindsight.methods.sft import SFTConfig, train_sft
+from hindsight.types import Completion, Step, Trajectory
 
 from .test_training_loops import grpo_config, read_metrics
-
 
 _parse = SelfAssessor.parse
 
@@ -164,8 +163,25 @@ def test_rft_continues_a_policy_on_its_own_sampled_successes(tmp_path, monkeypat
     monkeypatch.setattr("hindsight.llm.load_model", lambda spec, **kw: Stub())
     config = SFTConfig(env_kwargs={"size": 3, "max_steps": 6}, demos="stub", demo_episodes=5, demo_samples=3,
                        demo_temperature=1.0, max_new_tokens=8)
-    demos = sft.collect_demonstrations(config)
+    collection = sft.collect_demonstrations(config)
+    demos = collection.demos
     assert set(seen) == {1.0} and all(t.success for t in demos)
     assert len(demos) == 15 and len({t.id for t in demos}) == 15  # 5 tasks × 3 samples, each its own attempt
+    assert collection.episodes == 15 and collection.env_steps == sum(t.num_steps for t in demos)
     with pytest.raises(ConfigError, match="demo_temperature"):
         from_mapping(SFTConfig, {"demo_samples": 2})
+
+
+def test_a_collection_counts_the_attempts_it_did_not_keep():
+    from hindsight.methods.sft import Collection
+
+    def attempt(seed, moves, success):
+        steps = tuple(Step(index=i, observation="", state_key="", raw="", action="up", analysis=None, valid=True,
+                           reward=0.0, score=0.0, feedback="") for i in range(moves))
+        return Trajectory(env="frozenlake", seed=seed, instruction="", steps=steps, final_observation="",
+                          final_state_key="", success=success, score=float(success), terminated=True, truncated=False)
+
+    sampled = Collection.of_attempts([attempt(0, 3, True), attempt(1, 10, False), attempt(2, 2, False)])
+    assert [t.seed for t in sampled.demos] == [0] and (sampled.episodes, sampled.env_steps) == (3, 15)
+    both = sampled + Collection.of_attempts([attempt(3, 4, True)])
+    assert [t.seed for t in both.demos] == [0, 3] and (both.episodes, both.env_steps) == (4, 19)

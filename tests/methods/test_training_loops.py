@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from hindsight import logs
+from hindsight.agent.critic import first_departure, parse_critique, template_critique
 from hindsight.configs import ConfigError, load_config
 from hindsight.diagnostics.live import live_tide
-from hindsight.methods.grpo import GRPOConfig, train_grpo
-from hindsight.agent.critic import first_departure, parse_critique, template_critique
 from hindsight.logs import RunDir
+from hindsight.methods.grpo import GRPOConfig, train_grpo
 from hindsight.methods.sft import SFTConfig, train_sft
 from hindsight.train.checkpoint import list_checkpoints
 from tests.agent.test_critic import DETOUR_LAKE, detour_attempt, frozenlake_attempt
@@ -57,6 +57,10 @@ def test_sft_clones_oracle_turns(tiny_model_dir, tmp_path):
     demos = (run / "trajectories" / "demos.jsonl").read_text().splitlines()[1:]
     assert all(json.loads(line)["success"] for line in demos)
     assert json.loads((run / "summary.json").read_text())["episodes"] == 2
+    # What collecting cost is logged with the data: every attempt run, kept or not.
+    attempts = [json.loads(line) for line in demos]
+    assert rows[0]["rollout/episodes"] == 6 == len(attempts)  # the oracle solves every task
+    assert rows[0]["rollout/env_steps"] == sum(a["num_steps"] for a in attempts)
 
 
 def test_sft_advice_demos_are_the_oracle_taking_the_template_critics_advice(tiny_model_dir, tmp_path):
@@ -86,6 +90,9 @@ def test_sft_advice_demos_are_the_oracle_taking_the_template_critics_advice(tiny
         assert all(step.raw == f"<action>{step.action}</action>" for step in demo.steps)  # action_only
     rows = read_metrics(run)
     assert rows[0]["data/advice_demonstrations"] == len(attempts) == rows[0]["data/demonstrations"] - 1
+    # The oracle's advised refinements ran in the environment; the demos read from a log did not.
+    assert rows[0]["rollout/episodes"] == len(attempts)
+    assert rows[0]["rollout/env_steps"] == sum(d.num_steps for d in advised)
 
 
 def test_sft_refuses_advice_demos_it_cannot_use(tmp_path, capsys):

@@ -23,6 +23,7 @@ on the demonstrations that run saved.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -77,13 +78,31 @@ class SFTConfig(SupervisedBasics):
             raise ValueError("advice_demos teach actions; assessment_only trains none")
 
 
-def collect_demonstrations(config: SFTConfig) -> list[Trajectory]:
+@dataclass(frozen=True)
+class Collection:
+    """Successful trajectories to learn from, and what running them cost: every attempt counts,
+    kept or not, so an arm that samples its own data (RFT) reports its environment steps."""
+
+    demos: list[Trajectory]
+    episodes: int = 0  # attempts run to collect them (0: read from a log, nothing run)
+    env_steps: int = 0
+
+    @classmethod
+    def of_attempts(cls, attempts: Iterable[Trajectory]) -> Collection:
+        attempts = list(attempts)
+        return cls([t for t in attempts if t.success], len(attempts), sum(t.num_steps for t in attempts))
+
+    def __add__(self, other: Collection) -> Collection:
+        return Collection(self.demos + other.demos, self.episodes + other.episodes, self.env_steps + other.env_steps)
+
+
+def collect_demonstrations(config: SFTConfig) -> Collection:
     """Successful trajectories from a run directory or from running a policy on train tasks."""
     from hindsight.envs import make
     from hindsight.llm import load_model
 
     if Path(config.demos).exists():
-        return [t for t in read_trajectories(config.demos) if t.success]
+        return Collection([t for t in read_trajectories(config.demos) if t.success])
     env = make(config.env, **config.env_kwargs)
     seeds = env.split_seeds("train", config.demo_episodes)
     # The demonstrator only acts; self-assessments, if any, are the oracle's (added after).
@@ -91,10 +110,10 @@ def collect_demonstrations(config: SFTConfig) -> list[Trajectory]:
     rollout = replace(config.rollout_config(sampling, "train"), pre_action=None)
     engine = RolloutEngine(lambda: make(config.env, **config.env_kwargs), load_model(config.demos), rollout)
     tasks = (Task(seed=s, sample=j) for s in seeds for j in range(config.demo_samples))
-    return [t for t in engine.iter_run(tasks) if t.success]
+    return Collection.of_attempts(engine.iter_run(tasks))
 
 
-def advice_demonstrations(config: SFTConfig) -> list[Trajectory]:
+def advice_demonstrations(config: SFTConfig) -> Collection:
     """The oracle's advice-taking refinements of the failed attempts in `config.advice_demos`
     (the successful ones; a refinement of an attempt that ran out of turns has no turn left)."""
     from hindsight.envs import make
@@ -113,7 +132,7 @@ def advice_demonstrations(config: SFTConfig) -> list[Trajectory]:
     rollout = replace(config.rollout_config(SamplingParams(max_new_tokens=config.max_new_tokens), "train"),
                       pre_action=None)
     engine = RolloutEngine(lambda: make(config.env, **config.env_kwargs), load_model("oracle"), rollout)
-    return [t for t in engine.iter_run(tasks) if t.success]
+    return Collection.of_attempts(engine.iter_run(tasks))
 
 
 def _action_only(step: Step) -> Step:
@@ -128,13 +147,17 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
 
     started = time.perf_counter()
     saved_demos = run.dir.trajectories_dir / "demos.jsonl"
+    collection = Collection([])
     if resume and list_checkpoints(run.path):
-        # The demonstrations the interrupted run trained on, not a fresh collection.
+        # The demonstrations the interrupted run trained on, not a fresh collection (its cost is
+        # in the step-0 row already logged).
         demos = list(read_trajectories(saved_demos))
     else:
-        demos = [] if config.assessment_only else collect_demonstrations(config)
+        if not config.assessment_only:
+            collection = collect_demonstrations(config)
         if config.advice_demos:
-            demos += advice_demonstrations(config)
+            collection += advice_demonstrations(config)
+        demos = collection.demos
         if not demos and not config.assessment_only:
             raise ConfigError(f"no successful demonstrations from {config.demos!r}"
                              + (f" or {config.advice_demos!r}" if config.advice_demos else ""))
@@ -156,6 +179,8 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
     rollout = config.rollout_config(SamplingParams(), "train")
     sequences: list[TrainingSequence] = [s for t in demos for s in turn_sequences(t, tokenizer, rollout.prompt_builder())]
     data = {"data/demonstrations": len(demos), "data/advice_demonstrations": sum(bool(t.guidance) for t in demos)}
+    if collection.episodes:
+        data.update({"rollout/episodes": collection.episodes, "rollout/env_steps": collection.env_steps})
     if config.self_guide:
         assessed = list(demos)
         if config.assessment_demos:
