@@ -6,7 +6,9 @@ Reads the start's evaluation (OUT/start) and the final test evaluations of every
 (OUT/{arm}-s{seed}). Each arm is compared with the start and with CSO on the same (seed, test
 task) pairs: the mean paired difference of test success and its 95% interval from a bootstrap
 over seeds and tasks (`hindsight.stats.paired_difference`). The funnel columns are CSO's own
-metrics summed over a run's rounds and averaged over its seeds. Unfinished runs are left out.
+metrics summed over a run's rounds and averaged over its seeds; the env steps are each run's
+training total (`rollout/env_steps`: rollouts, branches, continuations, expert or sampled
+demonstrations; – for runs that did not log it). Unfinished runs are left out.
 """
 
 from __future__ import annotations
@@ -44,6 +46,12 @@ def funnel(runs: list[Path], names: tuple[str | None, ...] = FUNNEL) -> list[str
     return cells + [f"{sum(shares) / len(shares):.3f}" if shares else "–"]
 
 
+def env_steps(runs: list[Path]) -> str:
+    """Each run's training env steps (the last, cumulative `rollout/env_steps`), – where a run logs none."""
+    totals = [last_metric(metric_rows(run), "rollout/env_steps") for run in runs]
+    return ", ".join("–" if total is None else f"{total:.0f}" for total in totals) or "–"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
@@ -55,8 +63,8 @@ def main() -> None:
     else:
         summary = json.loads((out / "start" / "summary.json").read_text())
         lines.append(f"The start: test success {summary['success_rate']:.3f} on {summary['episodes']} tasks.")
-    lines += ["", "| arm | runs done | test success per run | mean | failed trajectories | candidates | verified | "
-              "pairs | share supervised (last round) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| arm | runs done | test success per run | mean | env steps (train) per run | failed trajectories | "
+              "candidates | verified | pairs | share supervised (last round) |", "|---|---|---|---|---|---|---|---|---|---|"]
     arms = METHODS + ABLATIONS
     outcomes = {}
     for name, title in arms:
@@ -64,7 +72,7 @@ def main() -> None:
         mean = f"{sum(per_seed) / len(per_seed):.3f}" if per_seed else "–"
         cells = funnel(runs, ETO_FUNNEL if name == "eto" else FUNNEL)  # RFT logs no funnel: all –
         lines.append(f"| {title} | {len(per_seed)} | {', '.join(f'{x:.3f}' for x in per_seed) or '–'} | {mean} | "
-                     + " | ".join(cells) + " |")
+                     f"{env_steps(runs)} | " + " | ".join(cells) + " |")
     lines += [""] + difference_header()
     for name, title in arms:
         if start is not None:

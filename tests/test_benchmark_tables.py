@@ -90,19 +90,23 @@ def test_a_tagged_run_pairs_only_with_runs_of_the_same_tag(tmp_path):
 
 
 def test_cso_table_sums_the_funnel_over_rounds(tmp_path):
+    # rollout/env_steps is cumulative over rounds: the table shows a run's last value.
     rounds = [{"step": r, "cso/failed_trajectories": 4.0, "cso/candidates": 6.0, "cso/verified": 2.0,
-               "cso/pairs": 2.0, "cso/share_supervised": 0.1 * r} for r in (1, 2)]
+               "cso/pairs": 2.0, "cso/share_supervised": 0.1 * r, "rollout/env_steps": 40.0 * r} for r in (1, 2)]
     write_run(tmp_path / "start", "eval", [1, 0, 0, 1])
     write_run(tmp_path / "cso-s0", "eval-test-final", [1, 1, 0, 1], rounds)
     write_run(tmp_path / "eto-s0", "eval-test-final", [0, 0, 0, 0],
               [{"step": r, "eto/failed_trajectories": 3.0, "eto/pairs": 2.0 + r} for r in (1, 2)])
     write_run(tmp_path / "rft-s0", "eval-test-final", [0, 1, 0, 0], [{"step": 1, "sft/loss": 0.4}])
+    write_run(tmp_path / "rft-s1", "eval-test-final", [1, 1, 0, 0],
+              [{"step": 0, "rollout/env_steps": 55.0}, {"step": 1, "sft/loss": 0.4}])
     text = table("cso_table", tmp_path)
     assert "The start: test success 0.500 on 4 tasks." in text
-    assert "| CSO | 1 | 0.750 | 0.750 | 8.0 | 12.0 | 4.0 | 4.0 | 0.200 |" in text
+    assert "| CSO | 1 | 0.750 | 0.750 | 80 | 8.0 | 12.0 | 4.0 | 4.0 | 0.200 |" in text
     # ETO's own failures and pairs; what it does not have is –, never a 0 it did not log.
-    assert "| ETO | 1 | 0.000 | 0.000 | 6.0 | – | – | 7.0 | – |" in text
-    assert "| RFT | 1 | 0.250 | 0.250 | – | – | – | – | – |" in text
+    assert "| ETO | 1 | 0.000 | 0.000 | – | 6.0 | – | – | 7.0 | – |" in text
+    # One RFT run logged its sampling's env steps, the other did not.
+    assert "| RFT | 2 | 0.250, 0.500 | 0.375 | –, 55 | – | – | – | – | – |" in text
     assert "| ETO − CSO | -0.750 [" in text
     assert "| IPR − start | not yet" in text
 
