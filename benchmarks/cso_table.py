@@ -63,8 +63,9 @@ def main() -> None:
     else:
         summary = json.loads((out / "start" / "summary.json").read_text())
         lines.append(f"The start: test success {summary['success_rate']:.3f} on {summary['episodes']} tasks.")
-    lines += ["", "| arm | runs done | test success per run | mean | env steps (train) per run | failed trajectories | "
-              "candidates | verified | pairs | share supervised (last round) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    header = ("| arm | runs done | test success per run | mean | env steps (train) per run | failed trajectories | "
+              "candidates | verified | pairs | share supervised (last round) |")
+    lines += ["", header, "|---|---|---|---|---|---|---|---|---|---|"]
     arms = METHODS + ABLATIONS
     outcomes = {}
     for name, title in arms:
