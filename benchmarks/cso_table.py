@@ -30,25 +30,25 @@ FUNNEL = ("cso/failed_trajectories", "cso/candidates", "cso/verified", "cso/pair
 ETO_FUNNEL = ("eto/failed_trajectories", None, None, "eto/pairs")
 
 
-def funnel(runs: list[Path], names: tuple[str | None, ...] = FUNNEL) -> list[str]:
-    """Each funnel metric summed over a run's rounds, then averaged over the runs; – where no run logs it."""
-    if not runs:
+def funnel(rows: list[list[dict]], names: tuple[str | None, ...] = FUNNEL) -> list[str]:
+    """Each funnel metric summed over a run's rounds (`rows`: each run's metric rows), then averaged
+    over the runs; – where no run logs it."""
+    if not rows:
         return ["–"] * (len(names) + 1)
-    rows = [metric_rows(run) for run in runs]
     cells = []
     for name in names:
         if name is None or not any(name in row for run_rows in rows for row in run_rows):
             cells.append("–")
             continue
-        cells.append(f"{sum(sum(r[name] for r in run_rows if name in r) for run_rows in rows) / len(runs):.1f}")
+        cells.append(f"{sum(sum(r[name] for r in run_rows if name in r) for run_rows in rows) / len(rows):.1f}")
     shares = [last_metric(run_rows, "cso/share_supervised") for run_rows in rows]
     shares = [s for s in shares if s is not None]
     return cells + [f"{sum(shares) / len(shares):.3f}" if shares else "–"]
 
 
-def env_steps(runs: list[Path]) -> str:
+def env_steps(rows: list[list[dict]]) -> str:
     """Each run's training env steps (the last, cumulative `rollout/env_steps`), – where a run logs none."""
-    totals = [last_metric(metric_rows(run), "rollout/env_steps") for run in runs]
+    totals = [last_metric(run_rows, "rollout/env_steps") for run_rows in rows]
     return ", ".join("–" if total is None else f"{total:.0f}" for total in totals) or "–"
 
 
@@ -71,9 +71,10 @@ def main() -> None:
     for name, title in arms:
         outcomes[name], per_seed, runs = arm_outcomes(out, name)
         mean = f"{sum(per_seed) / len(per_seed):.3f}" if per_seed else "–"
-        cells = funnel(runs, ETO_FUNNEL if name == "eto" else FUNNEL)  # RFT logs no funnel: all –
+        rows = [metric_rows(run) for run in runs]
+        cells = funnel(rows, ETO_FUNNEL if name == "eto" else FUNNEL)  # RFT logs no funnel: all –
         lines.append(f"| {title} | {len(per_seed)} | {', '.join(f'{x:.3f}' for x in per_seed) or '–'} | {mean} | "
-                     f"{env_steps(runs)} | " + " | ".join(cells) + " |")
+                     f"{env_steps(rows)} | " + " | ".join(cells) + " |")
     lines += [""] + difference_header()
     for name, title in arms:
         if start is not None:

@@ -41,6 +41,11 @@ def outcome(trajectory) -> str:
         episode_ending(trajectory.terminated, trajectory.truncated), "failed, other")
 
 
+def advantage_of(trajectory) -> float:
+    """The GRPO advantage the trajectory trained with (0 where it carried none)."""
+    return (trajectory.meta.get("grpo") or {}).get("advantage", 0.0)
+
+
 def push_per_move(advantage: float, moves: int, aggregation: Aggregation) -> float:
     """The weight a move gets in the loss, up to a factor common to the whole batch."""
     return advantage / moves if aggregation is Aggregation.TRAJECTORY_MEAN else advantage
@@ -49,7 +54,7 @@ def push_per_move(advantage: float, moves: int, aggregation: Aggregation) -> flo
 def advantage_rows(trajectories, aggregation: Aggregation = Aggregation.TRAJECTORY_MEAN) -> list[str]:
     by_outcome = defaultdict(list)
     for t in trajectories:
-        advantage = (t.meta.get("grpo") or {}).get("advantage", 0.0)
+        advantage = advantage_of(t)
         if advantage and t.steps:
             by_outcome[outcome(t)].append((len(t.steps), advantage))
     rows = [f"| episodes with a gradient | n | mean moves | mean advantage | push per move ({aggregation.value}) |",
@@ -98,7 +103,7 @@ def guidance_rows(trajectories) -> list[str]:
     for group in groups.values():
         advantages = defaultdict(list)
         for t in group:
-            advantages[outcome(t)].append((t.meta.get("grpo") or {}).get("advantage", 0.0))
+            advantages[outcome(t)].append(advantage_of(t))
         stalls, falls = advantages["failed at the budget"], advantages["failed by the env"]
         if stalls and falls:
             gaps.append(sum(stalls) / len(stalls) - sum(falls) / len(falls))

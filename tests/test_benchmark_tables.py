@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hindsight.logs import RunDir
-from hindsight.types import Trajectory
+from hindsight.types import Step, Trajectory
 
 _BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -19,9 +19,13 @@ def benchmarks_on_path(monkeypatch):
     monkeypatch.syspath_prepend(str(_BENCHMARKS))  # the table scripts import their sibling `tables`
 
 
-def outcome(task: int, success: bool) -> Trajectory:
-    return Trajectory(env="frozenlake", seed=task, instruction="", steps=(), final_observation="",
-                      final_state_key="", success=success, score=float(success), terminated=True, truncated=False)
+def outcome(task: int, success: bool, moves: int = 0, terminated: bool = True) -> Trajectory:
+    """An episode of `moves` placeholder moves; not terminated means it ran out of steps."""
+    steps = tuple(Step(index=i, observation="", state_key="", raw="", action="up", analysis=None, valid=True,
+                       reward=0.0, score=0.0, feedback="") for i in range(moves))
+    return Trajectory(env="frozenlake", seed=task, instruction="", steps=steps, final_observation="",
+                      final_state_key="", success=success, score=float(success), terminated=terminated,
+                      truncated=not terminated)
 
 
 def write_run(folder: Path, log: str, successes, metrics=(), finished=True) -> None:
@@ -167,14 +171,9 @@ def test_grpo_signals_splits_the_advantage_per_move_by_how_episodes_ended(tmp_pa
     import grpo_signals
 
     from hindsight.algos.grpo import Aggregation
-    from hindsight.types import Step
 
     def episode(moves, success, terminated, advantage):
-        steps = tuple(Step(index=i, observation="", state_key="", raw="", action="up", analysis=None, valid=True,
-                           reward=0.0, score=0.0, feedback="") for i in range(moves))
-        return Trajectory(env="frozenlake", seed=1, instruction="", steps=steps, final_observation="",
-                          final_state_key="", success=success, score=float(success), terminated=terminated,
-                          truncated=not terminated).with_meta(grpo={"advantage": advantage}, update=1)
+        return outcome(1, success, moves, terminated).with_meta(grpo={"advantage": advantage}, update=1)
 
     # A 2-move fall and a 10-move stall with the same advantage: the fall pushes 5x harder per move.
     episodes = [episode(2, False, True, -1.0), episode(10, False, False, -1.0), episode(4, True, True, 2.0),
@@ -201,14 +200,8 @@ def test_grpo_signals_splits_the_advantage_per_move_by_how_episodes_ended(tmp_pa
 def test_grpo_signals_shows_what_the_guidance_reward_paid_stalls_and_falls():
     import grpo_signals
 
-    from hindsight.types import Step
-
     def episode(seed, update, moves, success, terminated, advantage, lam, assessment_sum):
-        steps = tuple(Step(index=i, observation="", state_key="", raw="", action="up", analysis=None, valid=True,
-                           reward=0.0, score=0.0, feedback="") for i in range(moves))
-        return Trajectory(env="frozenlake", seed=seed, instruction="", steps=steps, final_observation="",
-                          final_state_key="", success=success, score=float(success), terminated=terminated,
-                          truncated=not terminated).with_meta(
+        return outcome(seed, success, moves, terminated).with_meta(
             grpo={"advantage": advantage}, update=update,
             selfguide={"lambda": lam, "env_return": float(success), "assessment_sum": assessment_sum,
                        "return": float(success) + lam * assessment_sum})

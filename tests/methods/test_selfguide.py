@@ -15,7 +15,7 @@ from hindsight.configs import ConfigError, from_mapping
 from hindsight.logs import read_trajectories
 from hindsight.methods.grpo import GRPOConfig, train_grpo
 from hindsight.methods.sft import SFTConfig, train_sft
-from hindsight.types import Completion, Step, Trajectory
+from hindsight.types import Completion
 
 from .test_training_loops import grpo_config, read_metrics
 
@@ -174,14 +174,10 @@ def test_rft_continues_a_policy_on_its_own_sampled_successes(tmp_path, monkeypat
 
 def test_a_collection_counts_the_attempts_it_did_not_keep():
     from hindsight.methods.sft import Collection
+    from tests.test_benchmark_tables import outcome
 
-    def attempt(seed, moves, success):
-        steps = tuple(Step(index=i, observation="", state_key="", raw="", action="up", analysis=None, valid=True,
-                           reward=0.0, score=0.0, feedback="") for i in range(moves))
-        return Trajectory(env="frozenlake", seed=seed, instruction="", steps=steps, final_observation="",
-                          final_state_key="", success=success, score=float(success), terminated=True, truncated=False)
-
-    sampled = Collection.of_attempts([attempt(0, 3, True), attempt(1, 10, False), attempt(2, 2, False)])
+    sampled = Collection.of_attempts([outcome(0, True, moves=3), outcome(1, False, moves=10),
+                                      outcome(2, False, moves=2)])
     assert [t.seed for t in sampled.demos] == [0] and (sampled.episodes, sampled.env_steps) == (3, 15)
-    both = sampled + Collection.of_attempts([attempt(3, 4, True)])
+    both = sampled + Collection.of_attempts([outcome(3, True, moves=4)])
     assert [t.seed for t in both.demos] == [0, 3] and (both.episodes, both.env_steps) == (4, 19)
