@@ -29,3 +29,21 @@ def test_the_reference_scores_every_token_as_the_policy_does_in_either_dtype(tin
             parameter.add_(0.1)
         assert not torch.equal(model.model(input_ids=ids).logits, reference(input_ids=ids).logits)
         assert torch.equal(reference(input_ids=ids).logits, reference_logits)
+
+
+def test_a_round_reports_every_optimizer_steps_loss_so_a_one_pair_remainder_does_not_stand_for_it(
+        tiny_lora_model_dir):
+    from hindsight.train.dpo import DPOSettings, dpo_round
+
+    model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), 4, 8, False)
+    pairs = [{"prompt": [{"role": "user", "content": f"Task {i}: which way?"}],
+              "chosen": [{"role": "assistant", "content": "<action>down</action>"}],
+              "rejected": [{"role": "assistant", "content": "<action>left</action>"}]} for i in range(3)]
+    # Three pairs in batches of two: each epoch ends on a one-pair remainder step.
+    stats = dpo_round(model, pairs, DPOSettings(beta=0.5, lr=1e-2, epochs=2, batch_size=2, micro_batch_size=1))
+    assert stats.steps == len(stats.step_losses) == 4
+    assert stats.first_loss == pytest.approx(0.6931, abs=1e-3)  # the reference is the policy at the start
+    assert stats.loss == stats.step_losses[-1]
+    assert stats.mean_loss == pytest.approx(sum(stats.step_losses) / 4, rel=1e-9)
+    row = stats.metrics()
+    assert row["dpo/mean_loss"] == stats.mean_loss and row["dpo/optimizer_steps"] == 4.0

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from hindsight.diagnostics.live import AUV, INVALID_RATE, LOOP_RATIO
-from hindsight.report.svg import Band, Series, bar_chart, band_chart, color, esc, heatmap_chart, stacked_bar_chart
+from hindsight.report.svg import Band, Series, band_chart, bar_chart, color, esc, heatmap_chart, stacked_bar_chart
 from hindsight.report.training import RunGroup, TrainingLog, group_runs, score_density
 
 
@@ -54,7 +54,8 @@ LEARNING_CURVES = (
     Curve("critic/clip_frac", "Critic clip fraction", "share of tokens clipped", True),
     Curve("sft/loss", "SFT loss", "cross-entropy"),
     Curve("critic_sft/loss", "Critic SFT loss", "cross-entropy"),
-    Curve("dpo/loss", "DPO loss", "loss"),
+    Curve("dpo/mean_loss", "DPO loss, mean over the round", "loss"),
+    Curve("dpo/loss", "DPO loss, the round's last step", "loss"),
     Curve("dpo/reward_accuracy", "DPO reward accuracy", "share of pairs ranked right", True),
     Curve("selfguide/lambda", "Trust weight λ(u) (Self-Guide)", "λ(u)", True),
 )
@@ -180,7 +181,8 @@ def tide_panel(drawn: Sequence[Drawn]) -> str:
     intro = ("TIDE's numbers for each update's own training rollouts (<code>tide/auv</code>, "
              "<code>tide/loop_ratio</code>, <code>tide/invalid_rate</code>), with the AUV horizon of "
              "<code>hindsight diagnose</code>." + note)
-    return _section("train-tide", "Live TIDE diagnostics", intro, _success_figure(with_tide) + _figures(drawn, TIDE_CURVES))
+    body = _success_figure(with_tide) + _figures(drawn, TIDE_CURVES)
+    return _section("train-tide", "Live TIDE diagnostics", intro, body)
 
 
 def echo_panel(drawn: Sequence[Drawn]) -> str:

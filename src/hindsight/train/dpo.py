@@ -44,18 +44,34 @@ class DPOSettings:
 
 @dataclass(frozen=True)
 class DPOStats:
-    """What the round's last logged optimizer step reported (TRL's own metrics)."""
+    """What a DPO round's optimizer steps reported (TRL's own metrics where TRL trains).
+
+    The reward and log-prob fields are the round's last step's. That step can be a remainder
+    batch of a single pair, so its loss alone is a noisy reading of the round; `mean_loss`
+    averages every step's.
+    """
 
     steps: int
-    loss: float
+    step_losses: tuple[float, ...]  # one per optimizer step, in order
     reward_accuracy: float
     reward_margin: float
     chosen_logp: float
     rejected_logp: float
-    first_loss: float
+
+    @property
+    def loss(self) -> float:
+        return self.step_losses[-1]
+
+    @property
+    def first_loss(self) -> float:
+        return self.step_losses[0]
+
+    @property
+    def mean_loss(self) -> float:
+        return sum(self.step_losses) / len(self.step_losses)
 
     def metrics(self, area: str = "dpo") -> dict[str, float]:
-        return {f"{area}/loss": self.loss, f"{area}/first_loss": self.first_loss,
+        return {f"{area}/loss": self.loss, f"{area}/mean_loss": self.mean_loss, f"{area}/first_loss": self.first_loss,
                 f"{area}/reward_accuracy": self.reward_accuracy, f"{area}/reward_margin": self.reward_margin,
                 f"{area}/logp_chosen": self.chosen_logp, f"{area}/logp_rejected": self.rejected_logp,
                 f"{area}/optimizer_steps": float(self.steps)}
@@ -114,10 +130,9 @@ def dpo_round(model: TrainableModel, pairs: Sequence[Mapping[str, Any]], setting
         raise RuntimeError("DPO ran no optimizer step (fewer pairs than one batch?)")
     last = logged[-1]
     return DPOStats(
-        steps=int(trainer.state.global_step), loss=float(last["loss"]),
+        steps=int(trainer.state.global_step), step_losses=tuple(float(row["loss"]) for row in logged),
         reward_accuracy=float(last.get("rewards/accuracies", float("nan"))),
         reward_margin=float(last.get("rewards/margins", float("nan"))),
         chosen_logp=float(last.get("logps/chosen", float("nan"))),
         rejected_logp=float(last.get("logps/rejected", float("nan"))),
-        first_loss=float(logged[0]["loss"]),
     )

@@ -116,7 +116,7 @@ def trajectory_dpo(model: TrainableModel, pairs: Sequence[tuple[Side, Side]], se
     model.model.eval()
     won, lost, chosen_logp, rejected_logp = last_terms
     return DPOStats(
-        steps=steps, loss=losses[-1], first_loss=losses[0],
+        steps=steps, step_losses=tuple(losses),
         reward_accuracy=float((won > lost).float().mean()), reward_margin=float((won - lost).mean()),
         chosen_logp=float(chosen_logp.mean()), rejected_logp=float(rejected_logp.mean()),
     )
