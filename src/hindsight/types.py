@@ -122,6 +122,19 @@ class Assessment:
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """One sampled candidate of a step-level best-of-N turn.
+
+    `action` is what parsing the candidate's response found (None when it was unreadable);
+    `score` is the process reward model's rating of it (None when it was not rated, as an
+    unreadable candidate is not).
+    """
+
+    action: str | None
+    score: float | None = None
+
+
+@dataclass(frozen=True)
 class Step:
     """One agent turn: what it saw, what it said, what happened.
 
@@ -134,6 +147,8 @@ class Step:
     `action_entropies` holds, for each token of the parsed action inside `raw`, the
     entropy (nats) of the model's next-token distribution at that token; None when the
     backend reported no entropies or no action was found in the response.
+    `candidates` holds, at a step-level best-of-N turn, every sampled candidate with its
+    process reward, in sampling order; the step's own response is the highest-rated one.
     """
 
     index: int
@@ -153,6 +168,7 @@ class Step:
     admissible_actions: tuple[str, ...] | None = None
     assessment: Assessment | None = None
     action_entropies: tuple[float, ...] | None = None
+    candidates: tuple[Candidate, ...] | None = None
 
 
 @dataclass(frozen=True)

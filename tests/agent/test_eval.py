@@ -239,6 +239,14 @@ def test_best_of_n_takes_the_prms_favourite_candidate(tmp_path):
     best_rate = json.loads((chosen / "summary.json").read_text())["success_rate"]
     # Eight uniform candidates hold the planner's move 90% of the time; the oracle PRM finds it.
     assert best_rate >= 0.8 > plain_rate + 0.3
+    # Every best-of turn keeps its eight rated candidates; the step took the first of the best.
+    for trajectory in read_trajectories(chosen):
+        for step in trajectory.steps:
+            assert len(step.candidates) == 8
+            scores = [c.score for c in step.candidates]
+            assert all(0.0 <= score <= 1.0 for score in scores)  # the random policy's moves all parse
+            assert step.action == step.candidates[scores.index(max(scores))].action
+    assert all(step.candidates is None for trajectory in read_trajectories(plain) for step in trajectory.steps)
     with pytest.raises(ValueError, match="temperature above 0"):
         EvalConfig(env="frozenlake", model="random", best_of=4, temperature=0)
     with pytest.raises(ValueError, match="prm cannot be 'policy'"):

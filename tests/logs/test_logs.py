@@ -119,6 +119,24 @@ def test_assessments_round_trip_and_version_1_records_still_read():
         trajectory_from_record(broken)
 
 
+def test_best_of_candidates_round_trip_and_steps_without_them_leave_no_field():
+    from dataclasses import replace
+
+    from hindsight.types import Candidate
+
+    trajectory = make_trajectory(0)
+    rated = (Candidate("a0", 0.25), Candidate(None), Candidate("a0", 0.75))
+    chosen = replace(trajectory, steps=(replace(trajectory.steps[0], candidates=rated),) + trajectory.steps[1:])
+    record = json.loads(json.dumps(trajectory_to_record(chosen)))
+    assert record["steps"][0]["candidates"] == [{"action": "a0", "score": 0.25}, {"action": None, "score": None},
+                                                {"action": "a0", "score": 0.75}]
+    assert "candidates" not in record["steps"][1]
+    assert trajectory_from_record(record) == chosen
+    record["steps"][0]["candidates"] = [{"action": "a0", "score": "high"}]
+    with pytest.raises(SchemaError, match="bad step record"):
+        trajectory_from_record(record)
+
+
 def test_read_metrics_keeps_every_row_and_reports_a_broken_line(tmp_path):
     from hindsight.logs import LogIssue, read_metrics
 

@@ -39,7 +39,16 @@ from hindsight.agent.parser import parse_response, tokens_in_span
 from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, INVALID_FEEDBACK, Memory, PromptBuilder
 from hindsight.envs.base import EnvFailure
 from hindsight.llm.base import ModelBackend
-from hindsight.types import Assessment, Completion, Conversation, GenerationRequest, SamplingParams, Step, Trajectory
+from hindsight.types import (
+    Assessment,
+    Candidate,
+    Completion,
+    Conversation,
+    GenerationRequest,
+    SamplingParams,
+    Step,
+    Trajectory,
+)
 
 
 class RolloutEnv(Protocol):
@@ -186,6 +195,7 @@ class _Episode:
     truncated: bool = False
     stopped_by_agent: bool = False
     assessment: Assessment | None = None  # written at this turn, before the action
+    candidates: tuple[Candidate, ...] | None = None  # this turn's best-of-N candidates, rated
     env_restarts: int = 0
     env_failure: str | None = None  # why the episode was given up after its restarts
 
@@ -251,9 +261,10 @@ def apply_response(episode: _Episode, completion: Completion, stop_action: str |
             admissible_actions=tuple(admissible) if admissible else None,
             assessment=episode.assessment,
             action_entropies=action_entropies,
+            candidates=episode.candidates,
         )
     )
-    episode.assessment = None
+    episode.assessment, episode.candidates = None, None
     episode.observation, episode.info = observation, info
     episode.terminated, episode.truncated = bool(terminated), bool(truncated)
 
@@ -311,7 +322,8 @@ def _finish(episode: _Episode, config: RolloutConfig) -> Trajectory:
 class RolloutEngine:
     """Runs many episodes against one policy with a single shared pool."""
 
-    def __init__(self, make_env: Callable[[], RolloutEnv], policy: ModelBackend, config: RolloutConfig = RolloutConfig()):
+    def __init__(self, make_env: Callable[[], RolloutEnv], policy: ModelBackend,
+                 config: RolloutConfig = RolloutConfig()):
         if config.concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         self.make_env = make_env
@@ -359,25 +371,33 @@ class RolloutEngine:
             episode.assessment = writer.parse(completion)
 
     def _best_of(self, pool: Sequence[_Episode], best_of: BestOfN) -> list[Completion]:
-        """n candidates for every pooled episode in one generate call; one PRM call rates them all."""
+        """n candidates for every pooled episode in one generate call; one PRM call rates them all.
+
+        Each episode keeps its rated candidates for the step the chosen one becomes.
+        """
         from hindsight.agent.prm import StepQuery
 
         n = best_of.n
         candidates = self._generate([self.request(episode) for episode in pool for _ in range(n)], self._sampling())
-        queries, owners = [], []
+        actions: list[str | None] = []
+        queries, queried = [], []  # queried: the index in `candidates` of each query
         for k, episode in enumerate(pool):
             so_far = _finish(episode, self.config)
             for j in range(n):
                 completion = candidates[k * n + j]
                 action = parse_response(completion.text).action if completion.error is None else None
+                actions.append(action or None)
                 if action:
                     queries.append(StepQuery(so_far, len(episode.steps), action))
-                    owners.append((k, j))
-        best: dict[int, tuple[float, int]] = {}
-        for (k, j), score in zip(owners, best_of.prm.score(queries)):
-            if k not in best or score.value > best[k][0]:
-                best[k] = (score.value, j)
-        return [candidates[k * n + best.get(k, (0.0, 0))[1]] for k in range(len(pool))]
+                    queried.append(k * n + j)
+        scores = {index: score.value for index, score in zip(queried, best_of.prm.score(queries))}
+        chosen = []
+        for k, episode in enumerate(pool):
+            rated = [k * n + j for j in range(n) if k * n + j in scores]
+            # The first of the best on a tie; all unreadable: the first, whose parse error is recorded.
+            chosen.append(max(rated, key=lambda index: scores[index]) if rated else k * n)
+            episode.candidates = tuple(Candidate(actions[k * n + j], scores.get(k * n + j)) for j in range(n))
+        return [candidates[index] for index in chosen]
 
     def _start(self, task: Task) -> _Episode:
         """A new episode, its prefix replayed; a failing environment is replaced (see the module docstring)."""

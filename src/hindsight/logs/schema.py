@@ -12,7 +12,8 @@ no such field and read unchanged.
 A step may also carry `action_entropies` (the entropy of the model's next-token
 distribution at each token of the parsed action). The field is optional and new records
 that have it are still version 2: readers that predate it ignore it, and records
-without it read as before.
+without it read as before. The same holds for `candidates` (a step-level best-of-N turn's
+sampled actions and their process rewards).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any, Mapping
 
-from hindsight.types import Assessment, Step, Trajectory
+from hindsight.types import Assessment, Candidate, Step, Trajectory
 
 FORMAT = "hindsight.trajectories"
 VERSION = 2
@@ -48,6 +49,7 @@ def _drop_empty(record: dict[str, Any], optional: tuple[str, ...]) -> dict[str, 
 
 _OPTIONAL_STEP_FIELDS = (
     "parse_error", "finish_reason", "token_ids", "logprobs", "admissible_actions", "assessment", "action_entropies",
+    "candidates",
 )
 _OPTIONAL_ASSESSMENT_FIELDS = ("label", "parse_error", "finish_reason", "token_ids", "logprobs")
 
@@ -118,9 +120,15 @@ def assessment_from_record(record: Mapping[str, Any]) -> Assessment:
     )
 
 
+def candidate_from_record(record: Mapping[str, Any]) -> Candidate:
+    score = record.get("score")
+    return Candidate(action=record.get("action"), score=None if score is None else float(score))
+
+
 def step_from_record(record: Mapping[str, Any]) -> Step:
     try:
         assessment = record.get("assessment")
+        candidates = record.get("candidates")
         return Step(
             index=int(record["index"]),
             observation=str(record["observation"]),
@@ -139,6 +147,7 @@ def step_from_record(record: Mapping[str, Any]) -> Step:
             admissible_actions=_tuple_or_none(record.get("admissible_actions")),
             assessment=None if assessment is None else assessment_from_record(assessment),
             action_entropies=_floats_or_none(record.get("action_entropies")),
+            candidates=None if candidates is None else tuple(candidate_from_record(c) for c in candidates),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise SchemaError(f"bad step record: {exc!r}") from exc
