@@ -16,13 +16,16 @@
 #              would change nothing), k = 3, 5, 7 and expert+expert pairs
 #   llm-prm    CSO with the bundled model (smollm2, frozen) as an LLM-judge PRM instead of the
 #              oracle PRM, seed 0: beside cso-s0, what a language-model judge's scores change
+#   best-of    no training: the start with step-level best-of-5 at inference (the paper's other
+#              use of a PRM, its Table 5), with the oracle PRM and with the bundled model as the
+#              judge, beside the same sampling with no choice (sampled-t1)
 # Two jobs side by side, one core each. Across machines, `python benchmarks/keep.py save OUT_DIR
 # results/cso` keeps the finished runs in the repository and `restore` puts them back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/cso}
 shift || true
-stages=${*:-start methods ablations llm-prm}
+stages=${*:-start methods ablations llm-prm best-of}
 mkdir -p "$out"
 recipe=recipes/smoke-cso.yaml
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
@@ -77,6 +80,15 @@ for stage in $stages; do
     ;;
   llm-prm)
     spawn "cso-llm-prm-s0" "train cso '$out/cso-llm-prm-s0' $common --set seed=0 --set prm=smollm2"
+    wait
+    ;;
+  best-of)
+    # k = 5 candidates per turn at the temperature CSO samples its alternatives at; best-of −
+    # sampled-t1 is what the PRM's choice adds to the sampling alone.
+    sampled="--model smollm2+frozenlake3 --episodes 300 --temperature 1 --seed 0"
+    spawn sampled-t1 "evaluate '$out/sampled-t1' $sampled"
+    spawn bon5-oracle "evaluate '$out/bon5-oracle' $sampled --best-of 5 --prm oracle"
+    spawn bon5-llm-prm "evaluate '$out/bon5-llm-prm' $sampled --best-of 5 --prm smollm2"
     wait
     ;;
   *) echo "unknown stage: $stage" >&2; exit 2 ;;

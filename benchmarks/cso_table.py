@@ -9,6 +9,12 @@ over seeds and tasks (`hindsight.stats.paired_difference`). The funnel columns a
 metrics summed over a run's rounds and averaged over its seeds; the env steps are each run's
 training total (`rollout/env_steps`: rollouts, branches, continuations, expert or sampled
 demonstrations; – for runs that did not log it). Unfinished runs are left out.
+
+The best-of section reads the inference-time evaluations of the start (OUT/sampled-t1,
+OUT/bon5-oracle, OUT/bon5-llm-prm): test success, the share of best-of turns whose readable
+candidates held more than one distinct action (where the PRM had a choice at all), the share of
+rated candidates that got the judge's fallback score, and each compared with the start, with
+sampling alone, and with CSO under the same PRM.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from pathlib import Path
 
 from tables import arm_outcomes, difference_header, difference_line, evaluation_outcomes, last_metric, metric_rows
 
+from hindsight.logs import read_trajectories
+
 METHODS = (("cso", "CSO"), ("step-dpo", "Step-DPO"), ("ipr", "IPR"), ("eto", "ETO"), ("rft", "RFT"))
 ABLATIONS = (("cso-no-prm", "CSO, no PRM (every step branched)"), ("cso-no-verify", "CSO, no verification"),
              ("cso-pp", "CSO, policy+policy pairs"), ("cso-random-k3", "random proposer, k = 3"),
@@ -28,6 +36,54 @@ ABLATIONS = (("cso-no-prm", "CSO, no PRM (every step branched)"), ("cso-no-verif
 FUNNEL = ("cso/failed_trajectories", "cso/candidates", "cso/verified", "cso/pairs")
 #: ETO logs its own failures and pairs; it has no candidates and verifies nothing.
 ETO_FUNNEL = ("eto/failed_trajectories", None, None, "eto/pairs")
+
+
+#: (folder, title, the CSO arm that used the same PRM) of the best-of stage.
+BEST_OF = (("sampled-t1", "sampled at temperature 1, no choice", None),
+           ("bon5-oracle", "best-of-5, oracle PRM", "cso"),
+           ("bon5-llm-prm", "best-of-5, the bundled model as PRM", "cso-llm-prm"))
+
+
+def choice_cells(folder: Path) -> tuple[str, str]:
+    """The share of best-of turns whose readable candidates held two or more distinct actions, and
+    the share of rated candidates whose score was the PRM's fallback (an unreadable judge answer)."""
+    turns = [step.candidates for t in read_trajectories(folder) for step in t.steps if step.candidates]
+    if not turns:
+        return "–", "–"
+    choices = sum(len({c.action for c in candidates if c.action is not None}) > 1 for candidates in turns)
+    rated = [c for candidates in turns for c in candidates if c.score is not None]
+    fallbacks = sum(c.prm_error is not None for c in rated)
+    return f"{choices / len(turns):.3f} of {len(turns)}", f"{fallbacks / max(len(rated), 1):.3f} of {len(rated)}"
+
+
+def best_of_lines(out: Path, outcomes: dict) -> list[str]:
+    """The best-of stage's table and its paired differences; nothing before any of its runs finished.
+
+    Two evaluations of the start are one run each, so they pair on seed label s0 alone (repeating
+    both under every label would count the same tasks three times); a trained arm pairs each of
+    its seeds with the evaluation, as it does with the start.
+    """
+    finished = [(name, title, cso) for name, title, cso in BEST_OF if (out / name / "summary.json").exists()]
+    if not finished:
+        return []
+    lines = ["", "| inference-time arm (the start, no training) | test success | turns where the PRM had a choice | "
+             "PRM fallback scores |", "|---|---|---|---|"]
+    for name, title, _ in finished:
+        summary = json.loads((out / name / "summary.json").read_text())
+        lines.append(f"| {title} | {summary['success_rate']:.3f} | " + " | ".join(choice_cells(out / name)) + " |")
+    lines += [""] + difference_header()
+    once = {name: evaluation_outcomes(out / name, ("s0",)) for name in ("start", "sampled-t1")}
+    for name, title, cso in finished:
+        evaluated = evaluation_outcomes(out / name, ("s0",))
+        if once["start"] is not None:
+            lines.append(difference_line(f"{title} − start", evaluated, once["start"]))
+        if cso is None:
+            continue
+        if once["sampled-t1"] is not None:
+            lines.append(difference_line(f"{title} − sampling alone", evaluated, once["sampled-t1"]))
+        lines.append(difference_line(f"{dict(METHODS + ABLATIONS)[cso]} − {title}", outcomes[cso],
+                                     evaluation_outcomes(out / name)))
+    return lines
 
 
 def funnel(rows: list[list[dict]], names: tuple[str | None, ...] = FUNNEL) -> list[str]:
@@ -81,6 +137,7 @@ def main() -> None:
             lines.append(difference_line(f"{title} − start", outcomes[name], start))
     for name, title in arms[1:]:
         lines.append(difference_line(f"{title} − CSO", outcomes[name], outcomes["cso"]))
+    lines += best_of_lines(out, outcomes)
     print("\n".join(lines))
 
 

@@ -115,6 +115,36 @@ def test_cso_table_sums_the_funnel_over_rounds(tmp_path):
     assert "| IPR − start | not yet" in text
 
 
+def test_cso_table_shows_best_of_n_beside_sampling_and_cso_under_the_same_prm(tmp_path):
+    from dataclasses import replace
+
+    from hindsight.types import Candidate
+
+    write_run(tmp_path / "start", "eval", [1, 0, 0, 1])
+    write_run(tmp_path / "cso-s0", "eval-test-final", [1, 1, 0, 1])
+    write_run(tmp_path / "cso-s1", "eval-test-final", [1, 1, 1, 1])
+    write_run(tmp_path / "sampled-t1", "eval", [1, 0, 0, 0])
+    # Two best-of turns per task: the candidates of the first differ, those of the second agree.
+    turns = ((Candidate("up", 0.5, prm_error="no score"), Candidate("down", 0.9), Candidate(None)),
+             (Candidate("left", 0.5), Candidate("left", 0.5), Candidate(None)))
+    run = RunDir(tmp_path / "bon5-oracle")
+    with run.trajectory_writer("eval", env="frozenlake", split="test") as writer:
+        for task, success in enumerate([1, 1, 1, 0]):
+            trajectory = outcome(100 + task, bool(success), moves=2)
+            steps = tuple(replace(step, candidates=rated) for step, rated in zip(trajectory.steps, turns))
+            writer.write_trajectory(replace(trajectory, steps=steps))
+    run.write_summary({"success_rate": 0.75, "episodes": 4})
+    text = table("cso_table", tmp_path)
+    assert "| best-of-5, oracle PRM | 0.750 | 0.500 of 8 | 0.250 of 16 |" in text
+    assert "| sampled at temperature 1, no choice | 0.250 | – | – |" in text
+    # Two evaluations of the start pair once, not once per seed label.
+    assert "| best-of-5, oracle PRM − start | +0.250 [" in text and "| 1 runs × 4 tasks | +0.250 |" in text
+    assert "| best-of-5, oracle PRM − sampling alone | +0.500 [" in text
+    # Each CSO seed against the one evaluation: +0.000 and +0.250.
+    assert "| CSO − best-of-5, oracle PRM | +0.125 [" in text and "2 runs × 4 tasks | +0.000, +0.250 |" in text
+    assert "bundled model as PRM" not in text  # not run: no rows
+
+
 def test_selfguide_table_reads_arms_and_their_metrics(tmp_path):
     rows = [{"step": 8, "rollout/env_steps": 320, "selfguide/lambda": 0.0, "selfguide/label_agreement": 0.61}]
     write_run(tmp_path / "grpo-s0", "eval-test-final", [1, 0, 1, 0], [{"step": 8, "rollout/env_steps": 300}])

@@ -127,11 +127,13 @@ class Candidate:
 
     `action` is what parsing the candidate's response found (None when it was unreadable);
     `score` is the process reward model's rating of it (None when it was not rated, as an
-    unreadable candidate is not).
+    unreadable candidate is not). `prm_error` says why the PRM fell back to a stated score
+    instead (an LLM judge's unreadable answer), so a run shows how often its choices rest on that.
     """
 
     action: str | None
     score: float | None = None
+    prm_error: str | None = None
 
 
 @dataclass(frozen=True)

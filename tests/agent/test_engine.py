@@ -216,3 +216,32 @@ def test_a_turn_limit_samples_actions_at_a_replayed_state_in_one_call():
     assert done.success and "turn_limit" not in done.meta
     with pytest.raises(ValueError, match="max_turns"):
         Task(seed=0, max_turns=0)
+
+
+def test_best_of_n_takes_the_first_best_candidate_and_records_every_rated_one():
+    from itertools import count
+
+    from hindsight.agent.engine import BestOfN
+    from hindsight.agent.prm import PRMScore
+
+    class SaysRightIsBest:
+        """Rates `right` 0.9; cannot read its own answer about `left` and falls back to 0.5."""
+
+        name = "stub"
+
+        def score(self, queries):
+            return [PRMScore(0.9) if q.action == "right" else PRMScore(0.5, error="no score") for q in queries]
+
+    answers = count()
+    replies = ("<action>left</action>", "no action here", RIGHT)  # each turn's 3 candidates, in order
+
+    backend = RecordingBackend(lambda request: replies[next(answers) % 3])
+    config = RolloutConfig(concurrency=4, best_of=BestOfN(3, SaysRightIsBest()))
+    (trajectory,) = RolloutEngine(lambda: LineEnv(), backend, config).run([Task(seed=0)])
+    assert trajectory.success and trajectory.num_steps == 3 and backend.batch_sizes == [3, 3, 3]
+    for step in trajectory.steps:
+        assert step.action == "right"
+        left, unreadable, right = step.candidates
+        assert (left.action, left.score, left.prm_error) == ("left", 0.5, "no score")
+        assert (unreadable.action, unreadable.score, unreadable.prm_error) == (None, None, None)
+        assert (right.action, right.score, right.prm_error) == ("right", 0.9, None)

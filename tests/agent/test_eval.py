@@ -23,7 +23,8 @@ def test_oracle_solves_every_env_through_the_cli(env, tmp_path, capsys):
 
 
 def test_summary_table_is_printed(tmp_path, capsys):
-    assert main(["eval", "--env", "frozenlake", "--model", "random", "--episodes", "3", "--out", str(tmp_path / "r")]) == 0
+    assert main(["eval", "--env", "frozenlake", "--model", "random", "--episodes", "3",
+                 "--out", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "success" in out and "invalid" in out and "eval.jsonl" in out
 

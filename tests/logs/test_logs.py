@@ -125,11 +125,11 @@ def test_best_of_candidates_round_trip_and_steps_without_them_leave_no_field():
     from hindsight.types import Candidate
 
     trajectory = make_trajectory(0)
-    rated = (Candidate("a0", 0.25), Candidate(None), Candidate("a0", 0.75))
+    rated = (Candidate("a0", 0.25), Candidate(None), Candidate("a0", 0.5, prm_error="no score"))
     chosen = replace(trajectory, steps=(replace(trajectory.steps[0], candidates=rated),) + trajectory.steps[1:])
     record = json.loads(json.dumps(trajectory_to_record(chosen)))
     assert record["steps"][0]["candidates"] == [{"action": "a0", "score": 0.25}, {"action": None, "score": None},
-                                                {"action": "a0", "score": 0.75}]
+                                                {"action": "a0", "score": 0.5, "prm_error": "no score"}]
     assert "candidates" not in record["steps"][1]
     assert trajectory_from_record(record) == chosen
     record["steps"][0]["candidates"] = [{"action": "a0", "score": "high"}]

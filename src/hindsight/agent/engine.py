@@ -390,13 +390,16 @@ class RolloutEngine:
                 if action:
                     queries.append(StepQuery(so_far, len(episode.steps), action))
                     queried.append(k * n + j)
-        scores = {index: score.value for index, score in zip(queried, best_of.prm.score(queries))}
+        rated = dict(zip(queried, best_of.prm.score(queries)))
+        scores = {index: score.value for index, score in rated.items()}
         chosen = []
         for k, episode in enumerate(pool):
-            rated = [k * n + j for j in range(n) if k * n + j in scores]
+            mine = [k * n + j for j in range(n) if k * n + j in scores]
             # The first of the best on a tie; all unreadable: the first, whose parse error is recorded.
-            chosen.append(max(rated, key=lambda index: scores[index]) if rated else k * n)
-            episode.candidates = tuple(Candidate(actions[k * n + j], scores.get(k * n + j)) for j in range(n))
+            chosen.append(max(mine, key=lambda index: scores[index]) if mine else k * n)
+            episode.candidates = tuple(
+                Candidate(actions[i], scores.get(i), rated[i].error if i in rated else None)
+                for i in range(k * n, (k + 1) * n))
         return [candidates[index] for index in chosen]
 
     def _start(self, task: Task) -> _Episode:

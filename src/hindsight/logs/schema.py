@@ -58,6 +58,8 @@ def step_to_record(step: Step) -> dict[str, Any]:
     record = asdict(step)
     if record["assessment"] is not None:
         record["assessment"] = _drop_empty(record["assessment"], _OPTIONAL_ASSESSMENT_FIELDS)
+    if record["candidates"] is not None:
+        record["candidates"] = [_drop_empty(candidate, ("prm_error",)) for candidate in record["candidates"]]
     return _drop_empty(record, _OPTIONAL_STEP_FIELDS)
 
 
@@ -122,7 +124,8 @@ def assessment_from_record(record: Mapping[str, Any]) -> Assessment:
 
 def candidate_from_record(record: Mapping[str, Any]) -> Candidate:
     score = record.get("score")
-    return Candidate(action=record.get("action"), score=None if score is None else float(score))
+    return Candidate(action=record.get("action"), score=None if score is None else float(score),
+                     prm_error=record.get("prm_error"))
 
 
 def step_from_record(record: Mapping[str, Any]) -> Step:
