@@ -74,15 +74,15 @@ def best_of_lines(out: Path, outcomes: dict) -> list[str]:
     lines += [""] + difference_header()
     once = {name: evaluation_outcomes(out / name, ("s0",)) for name in ("start", "sampled-t1")}
     for name, title, cso in finished:
-        evaluated = evaluation_outcomes(out / name, ("s0",))
+        every_label = evaluation_outcomes(out / name)
+        evaluated = {key: value for key, value in every_label.items() if key[0] == "s0"}
         if once["start"] is not None:
             lines.append(difference_line(f"{title} − start", evaluated, once["start"]))
         if cso is None:
             continue
         if once["sampled-t1"] is not None:
             lines.append(difference_line(f"{title} − sampling alone", evaluated, once["sampled-t1"]))
-        lines.append(difference_line(f"{dict(METHODS + ABLATIONS)[cso]} − {title}", outcomes[cso],
-                                     evaluation_outcomes(out / name)))
+        lines.append(difference_line(f"{dict(METHODS + ABLATIONS)[cso]} − {title}", outcomes[cso], every_label))
     return lines
 
 

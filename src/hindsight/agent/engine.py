@@ -391,16 +391,16 @@ class RolloutEngine:
                     queries.append(StepQuery(so_far, len(episode.steps), action))
                     queried.append(k * n + j)
         rated = dict(zip(queried, best_of.prm.score(queries)))
-        scores = {index: score.value for index, score in rated.items()}
         chosen = []
         for k, episode in enumerate(pool):
-            mine = [k * n + j for j in range(n) if k * n + j in scores]
-            # The first of the best on a tie; all unreadable: the first, whose parse error is recorded.
-            chosen.append(max(mine, key=lambda index: scores[index]) if mine else k * n)
             episode.candidates = tuple(
-                Candidate(actions[i], scores.get(i), rated[i].error if i in rated else None)
+                Candidate(actions[i], rated[i].value, rated[i].error) if i in rated else Candidate(actions[i])
                 for i in range(k * n, (k + 1) * n))
-        return [candidates[index] for index in chosen]
+            scored = [j for j, candidate in enumerate(episode.candidates) if candidate.score is not None]
+            # The first of the best on a tie; all unreadable: the first, whose parse error is recorded.
+            best = max(scored, key=lambda j: episode.candidates[j].score) if scored else 0
+            chosen.append(candidates[k * n + best])
+        return chosen
 
     def _start(self, task: Task) -> _Episode:
         """A new episode, its prefix replayed; a failing environment is replaced (see the module docstring)."""

@@ -51,12 +51,15 @@ class DPOStats:
     averages every step's.
     """
 
-    steps: int
     step_losses: tuple[float, ...]  # one per optimizer step, in order
     reward_accuracy: float
     reward_margin: float
     chosen_logp: float
     rejected_logp: float
+
+    @property
+    def steps(self) -> int:
+        return len(self.step_losses)
 
     @property
     def loss(self) -> float:
@@ -125,12 +128,12 @@ def dpo_round(model: TrainableModel, pairs: Sequence[Mapping[str, Any]], setting
                              processing_class=model.backend.tokenizer)
         trainer.train()
     model.model.eval()
-    logged = [row for row in trainer.state.log_history if "loss" in row]
+    logged = [row for row in trainer.state.log_history if "loss" in row]  # logging_steps=1: a row per step
     if not logged:
         raise RuntimeError("DPO ran no optimizer step (fewer pairs than one batch?)")
     last = logged[-1]
     return DPOStats(
-        steps=int(trainer.state.global_step), step_losses=tuple(float(row["loss"]) for row in logged),
+        step_losses=tuple(float(row["loss"]) for row in logged),
         reward_accuracy=float(last.get("rewards/accuracies", float("nan"))),
         reward_margin=float(last.get("rewards/margins", float("nan"))),
         chosen_logp=float(last.get("logps/chosen", float("nan"))),

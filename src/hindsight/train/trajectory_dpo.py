@@ -93,7 +93,7 @@ def trajectory_dpo(model: TrainableModel, pairs: Sequence[tuple[Side, Side]], se
     parameters = model.parameters()
     optimizer = torch.optim.AdamW(parameters, lr=settings.lr, weight_decay=settings.weight_decay)
     generator = torch.Generator().manual_seed(settings.seed)
-    losses, last_terms, steps = [], None, 0
+    losses, last_terms = [], None
     model.model.train()
     for _ in range(settings.epochs):
         order = torch.randperm(len(pairs), generator=generator).tolist()
@@ -110,13 +110,12 @@ def trajectory_dpo(model: TrainableModel, pairs: Sequence[tuple[Side, Side]], se
             backward_through_sides(model.model, sides, side_grads, model.pad_id, micro)  # pass 2
             torch.nn.utils.clip_grad_norm_(parameters, settings.max_grad_norm)
             optimizer.step()
-            steps += 1
             losses.append(float(terms.loss.detach()))
             last_terms = [terms.chosen_rewards, terms.rejected_rewards, chosen.detach(), rejected.detach()]
     model.model.eval()
     won, lost, chosen_logp, rejected_logp = last_terms
     return DPOStats(
-        steps=steps, step_losses=tuple(losses),
+        step_losses=tuple(losses),
         reward_accuracy=float((won > lost).float().mean()), reward_margin=float((won - lost).mean()),
         chosen_logp=float(chosen_logp.mean()), rejected_logp=float(rejected_logp.mean()),
     )
