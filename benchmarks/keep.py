@@ -9,8 +9,10 @@ back, so a driver skips the finished runs and continues the unfinished evaluatio
     python benchmarks/keep.py restore results/selfguide /work/sg   # on a new machine
 
 What is kept of a run folder (one that holds a `config.yaml`):
-- a finished run (a `summary.json` not marked interrupted): config, summary, metrics and
-  every trajectory log;
+- a finished run (a `summary.json` not marked interrupted): config, summary, metrics, every
+  trajectory log, and the logs of its rounds where it has them (CSO and its baselines write
+  each round's rollouts, scored steps, branches and pairs into `round-N/`: gzipped, a few
+  hundred kB a run, and what an analysis of the method's signals reads);
 - an unfinished evaluation (no checkpoints, an `eval.jsonl`): config and its finished
   trajectories, whole lines only, which `hindsight eval --resume` continues from;
 - an exported adapter folder (`adapter_config.json`): as it is. Later runs start from these,
@@ -82,8 +84,9 @@ def finished(run: Path) -> bool:
 
 
 def run_logs(run: Path) -> list[Path]:
-    """The run's metrics and trajectory logs."""
-    return sorted(run.glob("*.jsonl")) + sorted((run / "trajectories").glob("*.jsonl"))
+    """The run's metrics, trajectory logs and round logs (`round-N/*.jsonl`)."""
+    return sorted(run.glob("*.jsonl")) + sorted((run / "trajectories").glob("*.jsonl")) + sorted(
+        run.glob("round-*/*.jsonl"))
 
 
 def optional_records(run: Path) -> list[Path]:

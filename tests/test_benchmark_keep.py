@@ -31,6 +31,7 @@ def out(tmp_path):
     write(root / "grpo-s0/metrics.jsonl", '{"step": 1}\n')
     write(root / "grpo-s0/trajectories/train.jsonl", '{"t": 1}\n')
     write(root / "grpo-s0/trajectories/eval-test-final.jsonl", '{"t": 2}\n')
+    write(root / "grpo-s0/round-1/pairs.jsonl", '{"chosen": "up"}\n')
     write(root / "grpo-s0/summary.json", json.dumps({"success_rate": 0.6}))
     write(root / "grpo-s0/checkpoints/step-000008/state.pt", b"\0" * 64)
     write(root / "grpo-s0/checkpoints/step-000008/config.yaml", "not a run\n")
@@ -54,7 +55,8 @@ def test_save_keeps_finished_runs_partial_evaluations_and_adapters(out, tmp_path
     assert lines == ["grpo-s0: finished", "react: finished", "reflact: partial evaluation",
                      "sg-s0: skipped (an unfinished training run)", "start-adapter: adapter"]
     assert sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file()) == [
-        "grpo-s0/config.yaml", "grpo-s0/forked_from.json", "grpo-s0/metrics.jsonl.gz", "grpo-s0/summary.json",
+        "grpo-s0/config.yaml", "grpo-s0/forked_from.json", "grpo-s0/metrics.jsonl.gz", "grpo-s0/round-1/pairs.jsonl.gz",
+        "grpo-s0/summary.json",
         "grpo-s0/trajectories/eval-test-final.jsonl.gz", "grpo-s0/trajectories/train.jsonl.gz",
         "react/config.yaml", "react/summary.json", "react/trajectories/eval.jsonl.gz",
         "reflact/config.yaml", "reflact/trajectories/eval.jsonl.gz",
