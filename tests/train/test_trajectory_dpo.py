@@ -53,8 +53,19 @@ def test_training_starts_at_ln2_lowers_the_loss_and_micro_batches_do_not_change_
     assert delta < 1e-4 * sum(float(v.norm()) for v in after_whole.values())
 
     model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), 4, 8, False)
-    stats = trajectory_dpo(model, pairs(), DPOSettings(beta=0.5, lr=3e-2, epochs=12, batch_size=3, micro_batch_size=3))
+    heard = []
+    stats = trajectory_dpo(model, pairs(), DPOSettings(beta=0.5, lr=3e-2, epochs=12, batch_size=3, micro_batch_size=3),
+                           on_step=lambda done, total, loss: heard.append((done, total, loss)))
     assert stats.steps == 12 and stats.loss < stats.first_loss - 0.1 and stats.reward_accuracy == 1.0
+    assert heard == [(i + 1, 12, loss) for i, loss in enumerate(stats.step_losses)]  # progress of every step
+
+
+def test_progress_counts_the_remainder_batch(tiny_lora_model_dir):
+    model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), 4, 8, False)
+    heard = []
+    trajectory_dpo(model, pairs(), DPOSettings(beta=0.5, lr=1e-3, epochs=2, batch_size=2, micro_batch_size=2),
+                   on_step=lambda done, total, loss: heard.append((done, total)))
+    assert heard == [(1, 4), (2, 4), (3, 4), (4, 4)]  # 3 pairs in batches of 2: two steps an epoch
 
 
 def test_the_two_pass_backward_gives_the_one_graph_gradient(tiny_lora_model_dir):

@@ -95,7 +95,9 @@ def train_eto(config: ETOConfig, out: str | Path, *, resume: bool = False) -> Pa
         started = time.perf_counter()
         if matched:
             sides = [(turn_sequences(e, tokenizer, prompts), turn_sequences(f, tokenizer, prompts)) for e, f in matched]
-            row.update(trajectory_dpo(model, sides, config.dpo_settings()).metrics())
+            stats = trajectory_dpo(model, sides, config.dpo_settings(),
+                                   on_step=lambda done, total, loss: run.phase(f"dpo {done}/{total} · loss {loss:.3f}"))
+            row.update(stats.metrics())
         row.update({"rollout/env_steps": run.env_steps, "timing/dpo_s": time.perf_counter() - started})
         run.end_step(r, row, f"{len(failures)} failures · {len(matched)} expert successes · {len(pairs)} pairs")
     return run.finish(rounds=config.rounds, env_steps=run.env_steps)

@@ -23,7 +23,8 @@ forward pass per batch.
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+import math
+from typing import Callable, Iterator, Sequence
 
 import torch
 
@@ -74,8 +75,12 @@ def _active_dropout(module: torch.nn.Module) -> list[str]:
     return [name for name, sub in module.named_modules() if isinstance(sub, torch.nn.Dropout) and sub.p > 0]
 
 
-def trajectory_dpo(model: TrainableModel, pairs: Sequence[tuple[Side, Side]], settings: DPOSettings) -> DPOStats:
-    """Train the active role with DPO on (chosen, rejected) trajectory pairs; AdamW, constant lr."""
+def trajectory_dpo(model: TrainableModel, pairs: Sequence[tuple[Side, Side]], settings: DPOSettings,
+                   on_step: Callable[[int, int, float], None] | None = None) -> DPOStats:
+    """Train the active role with DPO on (chosen, rejected) trajectory pairs; AdamW, constant lr.
+
+    `on_step(done, total, loss)` hears of every optimizer step (a round of whole dialogues takes
+    many minutes on a CPU, so the caller can show progress)."""
     if not pairs:
         raise ValueError("DPO needs at least one pair")
     if any(not chosen or not rejected for chosen, rejected in pairs):
@@ -94,6 +99,7 @@ def trajectory_dpo(model: TrainableModel, pairs: Sequence[tuple[Side, Side]], se
     optimizer = torch.optim.AdamW(parameters, lr=settings.lr, weight_decay=settings.weight_decay)
     generator = torch.Generator().manual_seed(settings.seed)
     losses, last_terms = [], None
+    total = settings.epochs * math.ceil(len(pairs) / settings.batch_size)
     model.model.train()
     for _ in range(settings.epochs):
         order = torch.randperm(len(pairs), generator=generator).tolist()
@@ -111,6 +117,8 @@ def trajectory_dpo(model: TrainableModel, pairs: Sequence[tuple[Side, Side]], se
             torch.nn.utils.clip_grad_norm_(parameters, settings.max_grad_norm)
             optimizer.step()
             losses.append(float(terms.loss.detach()))
+            if on_step is not None:
+                on_step(len(losses), total, losses[-1])
             last_terms = [terms.chosen_rewards, terms.rejected_rewards, chosen.detach(), rejected.detach()]
     model.model.eval()
     won, lost, chosen_logp, rejected_logp = last_terms
