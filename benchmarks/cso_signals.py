@@ -15,7 +15,11 @@ planner judges every move, so it needs environments with a planner: the built-in
    unsolved, and how many of the confident (> 0.8) and the unsure falls each run solves.
 3. **What the pairs teach** (runs whose `round-N/pairs.jsonl` were kept): the planner's verdict
    on the rejected and the chosen move of every pair.
-4. **What verification saw** (runs with `round-N/branches.jsonl`): how the policy's
+4. **The PRM against the planner** (runs with `round-N/scored.jsonl`): the PRM's mean score for
+   each planner verdict of the moves it rated, the policy's and the alternatives (the oracle
+   PRM's rows check that it is exact; an LLM judge's show whether it can tell a fatal move from
+   a good one), and how many of its answers were unreadable.
+5. **What verification saw** (runs with `round-N/branches.jsonl`): how the policy's
    continuations after each alternative move ended (CSO's verification; IPR's Monte-Carlo
    rollouts from an alternative, not those from the policy's own move), and how many could not
    succeed from the start (the planner's distance after the alternative exceeded the turns left).
@@ -35,6 +39,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+import yaml
 
 from hindsight.agent.critic import PLAN_LIMIT, planner_distance, planning_env, take_recorded
 from hindsight.envs import make
@@ -115,9 +121,7 @@ def changes_table(start: dict[int, Trajectory], runs: Sequence[Path]) -> list[st
         for task, episode in episodes.items():
             if task not in start or (at := first_change(start[task], episode)) is None:
                 continue
-            env = planning_env(episode)
-            for step in episode.steps[:at]:
-                take_recorded(env, episode, step)
+            env = replayed([episode], 0, at)
             verdicts[(move_kind(env, start[task].steps[at].action or ""),
                       move_kind(env, episode.steps[at].action or ""))] += 1
             start_p.append(move_probability(start[task].steps[at]))
@@ -171,6 +175,51 @@ def pairs_table(runs: Sequence[Path]) -> list[str]:
     return lines
 
 
+def replayed(failures: Sequence[Trajectory], trajectory: int, at: int) -> Any:
+    """A planning environment in the state before step `at` of the round's failure number `trajectory`."""
+    episode = failures[trajectory]
+    env = planning_env(episode)
+    for step in episode.steps[:at]:
+        take_recorded(env, episode, step)
+    return env
+
+
+def prm_table(runs: Sequence[Path]) -> list[str]:
+    lines = ["The PRM against the planner: its mean score (and the number of moves) for each verdict of the moves "
+             "it rated, the policy's and the alternatives.", "",
+             "| run | PRM | " + " | ".join(MOVE_RANK) + " | unreadable answers |",
+             "|---|---|" + "---|" * len(MOVE_RANK) + "---|"]
+    for run in runs:
+        scores: dict[str, list[float]] = {kind: [] for kind in MOVE_RANK}
+        unreadable = 0
+        for folder in sorted(run.glob("round-*")):
+            if not (folder / "scored.jsonl").exists():
+                continue
+            rollouts = [trajectory_from_record(json.loads(line)) for line in (folder / "rollouts.jsonl").open()
+                        if line.strip()]
+            failures = [t for t in rollouts if not t.success]
+            for record in map(json.loads, (folder / "scored.jsonl").open()):
+                alternatives = record["alternatives"]
+                env = replayed(failures, alternatives["trajectory"], alternatives["at"])
+                rated = [(alternatives["policy_action"], record["policy_score"]),
+                         *zip(alternatives["actions"], record["scores"])]
+                for action, score in rated:
+                    scores[move_kind(env, action)].append(score)
+                unreadable += record.get("prm_failures", 0)
+        if not any(scores.values()):
+            continue
+        cells = [f"{sum(v) / len(v):.2f} ({len(v)})" if v else "–" for v in (scores[k] for k in MOVE_RANK)]
+        lines.append(f"| {run.name} | {prm_name(run)} | " + " | ".join(cells) + f" | {unreadable} |")
+    return lines
+
+
+def prm_name(run: Path) -> str:
+    try:
+        return str(yaml.safe_load((run / "config.yaml").read_text()).get("prm", "–"))
+    except (OSError, yaml.YAMLError, AttributeError):
+        return "–"
+
+
 def verification_table(runs: Sequence[Path]) -> list[str]:
     lines = ["What verification saw: the policy's continuations after each alternative move (IPR's rollouts after "
              "the policy's own move left out).", "",
@@ -210,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     start = by_task(read_trajectories(start_log))
     runs = finished_runs(args.out)
-    sections = [changes_table(start, runs), falls_table(start, runs), pairs_table(runs), verification_table(runs)]
+    sections = [changes_table(start, runs), falls_table(start, runs), pairs_table(runs), prm_table(runs),
+                verification_table(runs)]
     print("\n\n".join("\n".join(section) for section in sections))
     return 0
 

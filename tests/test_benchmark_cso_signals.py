@@ -95,6 +95,13 @@ def comparison(tmp_path):
     own_move = {"pick": {"trajectory": 0, "at": 0, "alternative": -1, "action": fatal},
                 "continuations": [trajectory_to_record(play(fall, [fatal], kwargs=short))]}
     (rounds / "branches.jsonl").write_text(json.dumps(branch) + "\n" + json.dumps(own_move) + "\n")
+    # A judge PRM's ratings of the round's one failure at its first step: the fatal move and the planner's.
+    (rounds / "rollouts.jsonl").write_text(json.dumps(trajectory_to_record(play(fall, [fatal]))) + "\n")
+    scored = {"alternatives": {"trajectory": 0, "at": 0, "policy_action": fatal, "actions": [oracle_moves(fall)[0]],
+                               "unreadable": 0, "repeats": 0},
+              "policy_score": 0.2, "scores": [0.9], "candidate": True, "prm_failures": 1}
+    (rounds / "scored.jsonl").write_text(json.dumps(scored) + "\n")
+    (tmp_path / "cso-s0" / "config.yaml").write_text("method: cso\nprm: smollm2\n")
     return tmp_path, fall, detour
 
 
@@ -123,7 +130,10 @@ def test_the_signals_show_where_a_run_left_the_start_and_what_its_pairs_and_bran
     assert rejected == "0 / 0 / 0 / 0 / 1" and chosen == "1 / 0 / 0 / 0 / 0"
     # The policy's own-move rollout is left out; the alternative's continuation ran out of moves,
     # and with a 2-move budget the planner's path (longer) could never have succeeded.
-    assert row(sections[7], "cso-s0") == ["cso-s0", "1", "0", "0", "1", "1"]
+    assert row(sections[9], "cso-s0") == ["cso-s0", "1", "0", "0", "1", "1"]
+
+    # The judge's score of each move by the planner's verdict, and its unreadable answer.
+    assert row(sections[7], "cso-s0") == ["cso-s0", "smollm2", "0.90 (1)", "–", "–", "–", "0.20 (1)", "1"]
 
 
 def test_without_the_start_the_signals_say_what_is_missing(tmp_path, capsys):
