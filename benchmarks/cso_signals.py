@@ -34,6 +34,7 @@ import argparse
 import copy
 import json
 import math
+import re
 import statistics
 import sys
 from collections import Counter
@@ -100,7 +101,7 @@ def ending(trajectory: Trajectory) -> str:
 def finished_runs(out: Path) -> list[Path]:
     """Every finished training run of the comparison (`ARM-sSEED`), by name."""
     return sorted(run for run in out.iterdir() if run.is_dir() and (run / "summary.json").exists()
-                  and (run / "trajectories" / "eval-test-final.jsonl").exists() and "-s" in run.name)
+                  and (run / "trajectories" / "eval-test-final.jsonl").exists() and re.search(r"-s\d+", run.name))
 
 
 def by_task(trajectories: Iterable[Trajectory]) -> dict[int, Trajectory]:
