@@ -77,6 +77,14 @@ def state_after(env_id: str, env_kwargs: dict, seed: int, actions: Sequence[str]
     return env
 
 
+def replayed(episode: Trajectory, at: int) -> Any:
+    """A planning environment in the state before step `at` of a logged episode (each step checked)."""
+    env = planning_env(episode)
+    for step in episode.steps[:at]:
+        take_recorded(env, episode, step)
+    return env
+
+
 def move_probability(step: Step) -> float | None:
     return math.exp(sum(step.logprobs)) if step.logprobs else None
 
@@ -108,21 +116,28 @@ def by_task(trajectories: Iterable[Trajectory]) -> dict[int, Trajectory]:
     return {t.seed: t for t in trajectories}
 
 
-def changes_table(start: dict[int, Trajectory], runs: Sequence[Path]) -> list[str]:
+#: Each finished run's final test episodes by task, read once for the tables that need them.
+RunEpisodes = dict[Path, dict[int, Trajectory]]
+
+
+def final_episodes(runs: Sequence[Path]) -> RunEpisodes:
+    return {run: by_task(read_trajectories(run / "trajectories" / "eval-test-final.jsonl")) for run in runs}
+
+
+def changes_table(start: dict[int, Trajectory], runs: RunEpisodes) -> list[str]:
     sharpness = median(move_probability(s) for t in start.values() for s in t.steps)
     lines = [f"Where each run's greedy test episodes leave the start's ({len(start)} tasks; the start's median "
              f"probability of its own move over all its turns: {sharpness}).", "",
              "| run | tasks changed | first changed move better / worse / as good | the start's p(its move) "
              "there, median | the run's p(its move), all turns, median | verdicts (start → run), commonest |",
              "|---|---|---|---|---|---|"]
-    for run in runs:
-        episodes = by_task(read_trajectories(run / "trajectories" / "eval-test-final.jsonl"))
+    for run, episodes in runs.items():
         verdicts: Counter = Counter()
         start_p = []
         for task, episode in episodes.items():
             if task not in start or (at := first_change(start[task], episode)) is None:
                 continue
-            env = replayed([episode], 0, at)
+            env = replayed(episode, at)
             verdicts[(move_kind(env, start[task].steps[at].action or ""),
                       move_kind(env, episode.steps[at].action or ""))] += 1
             start_p.append(move_probability(start[task].steps[at]))
@@ -136,7 +151,7 @@ def changes_table(start: dict[int, Trajectory], runs: Sequence[Path]) -> list[st
     return lines
 
 
-def falls_table(start: dict[int, Trajectory], runs: Sequence[Path]) -> list[str]:
+def falls_table(start: dict[int, Trajectory], runs: RunEpisodes) -> list[str]:
     falls = {task: move_probability(t.steps[-1]) for task, t in start.items()
              if not t.success and t.terminated and t.steps}
     confident = {task for task, p in falls.items() if p is not None and p > CONFIDENT}
@@ -144,8 +159,7 @@ def falls_table(start: dict[int, Trajectory], runs: Sequence[Path]) -> list[str]
              f"median {median(falls.values())}; {len(confident)} above {CONFIDENT}.", "",
              f"| run | solved of the {len(confident)} confident falls | solved of the {len(falls) - len(confident)} "
              "unsure falls |", "|---|---|---|"]
-    for run in runs:
-        episodes = by_task(read_trajectories(run / "trajectories" / "eval-test-final.jsonl"))
+    for run, episodes in runs.items():
         solved = {task for task in falls if task in episodes and episodes[task].success}
         lines.append(f"| {run.name} | {len(solved & confident)} | {len(solved - confident)} |")
     return lines
@@ -176,15 +190,6 @@ def pairs_table(runs: Sequence[Path]) -> list[str]:
     return lines
 
 
-def replayed(failures: Sequence[Trajectory], trajectory: int, at: int) -> Any:
-    """A planning environment in the state before step `at` of the round's failure number `trajectory`."""
-    episode = failures[trajectory]
-    env = planning_env(episode)
-    for step in episode.steps[:at]:
-        take_recorded(env, episode, step)
-    return env
-
-
 def prm_table(runs: Sequence[Path]) -> list[str]:
     lines = ["The PRM against the planner: its mean score (and the number of moves) for each verdict of the moves "
              "it rated, the policy's and the alternatives.", "",
@@ -201,7 +206,7 @@ def prm_table(runs: Sequence[Path]) -> list[str]:
             failures = [t for t in rollouts if not t.success]
             for record in map(json.loads, (folder / "scored.jsonl").open()):
                 alternatives = record["alternatives"]
-                env = replayed(failures, alternatives["trajectory"], alternatives["at"])
+                env = replayed(failures[alternatives["trajectory"]], alternatives["at"])
                 rated = [(alternatives["policy_action"], record["policy_score"]),
                          *zip(alternatives["actions"], record["scores"])]
                 for action, score in rated:
@@ -239,8 +244,7 @@ def verification_table(runs: Sequence[Path]) -> list[str]:
             for record in branch["continuations"]:
                 continuation = trajectory_from_record(record)
                 endings[ending(continuation)] += 1
-                env = state_after(continuation.env, continuation.env_kwargs, continuation.seed,
-                                  [s.action or "" for s in continuation.steps[:at + 1]])
+                env = replayed(continuation, at + 1)  # after the alternative
                 turns_left = continuation.env_kwargs.get("max_steps", PLAN_LIMIT) - (at + 1)
                 hopeless += planner_distance(env) > turns_left
         total = sum(endings.values())
@@ -260,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     start = by_task(read_trajectories(start_log))
     runs = finished_runs(args.out)
-    sections = [changes_table(start, runs), falls_table(start, runs), pairs_table(runs), prm_table(runs),
+    episodes = final_episodes(runs)
+    sections = [changes_table(start, episodes), falls_table(start, episodes), pairs_table(runs), prm_table(runs),
                 verification_table(runs)]
     print("\n\n".join("\n".join(section) for section in sections))
     return 0
