@@ -36,6 +36,7 @@ def test_a_round_without_verification_trains_dpo_on_prm_pairs(tiny_model_dir, tm
         pairs = [json.loads(line) for line in (run / f"round-{r}" / "pairs.jsonl").read_text().splitlines()]
         assert row["cso/pairs"] == len(pairs) > 0 and row["cso/failed_trajectories"] == 2
         assert row["cso/branched"] == 0 and row["cso/candidates"] > 0
+        assert "cso/verification_rate" not in row  # nothing branched: no rate, rather than a 0 that reads as failure
         assert row["tide/auv"] == 0.0 and 0.0 <= row["tide/loop_ratio"] <= 1.0  # every rollout failed
         assert row["dpo/optimizer_steps"] >= 1 and row["dpo/first_loss"] == pytest.approx(0.6931, abs=1e-3)
         assert all(p["round"] == r and p["branch"] is None and p["chosen"] != p["rejected"] for p in pairs)
@@ -53,6 +54,7 @@ def test_with_verification_an_unverifiable_policy_gets_no_pairs_and_no_update(ti
     branches = (run / "round-1" / "branches.jsonl").read_text().splitlines()
     assert row["cso/branched"] == len(branches) > 0
     assert row["cso/verified"] == 0 and row["cso/pairs"] == 0 and "dpo/loss" not in row
+    assert row["cso/verification_rate"] == 0.0
 
 
 def test_a_resumed_run_reuses_the_finished_stages_of_its_round(tiny_model_dir, tmp_path):

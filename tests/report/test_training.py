@@ -192,6 +192,20 @@ def test_cso_funnel_sums_the_rounds(tmp_path):
     assert 'id="train-dpo-loss"' in html and 'id="train-cso-verification-rate"' in html
 
 
+def test_a_round_that_branched_nothing_draws_no_verification_rate(tmp_path):
+    # Logs written before the rate was left out of such rounds hold 0.0 there.
+    step_dpo = [{"step": 1, "cso/branched": 0, "cso/verified": 0, "cso/pairs": 4, "cso/verification_rate": 0.0},
+                {"step": 2, "cso/branched": 0, "cso/verified": 0, "cso/pairs": 3, "cso/verification_rate": 0.0}]
+    mixed = [{"step": 1, "cso/branched": 0, "cso/pairs": 2, "cso/verification_rate": 0.0},
+             {"step": 2, "cso/branched": 5, "cso/verified": 2, "cso/pairs": 2, "cso/verification_rate": 0.4}]
+    alone = report(tmp_path / "a", write_training_run(tmp_path / "step-dpo", {"kind": "cso", "method": "step-dpo",
+                                                                              "env": "frozenlake"}, step_dpo))
+    assert 'id="train-cso-funnel"' in alone and 'id="train-cso-verification-rate"' not in alone
+    html = report(tmp_path / "b", write_training_run(tmp_path / "cso", {"kind": "cso", "env": "frozenlake"}, mixed))
+    (rate,) = lines(figure_svg(html, "train-cso-verification-rate"), "mean")
+    assert numbers(rate.get("data-x")) == [2] and numbers(rate.get("data-y")) == [0.4]
+
+
 def test_sft_run_shows_its_loss_and_no_method_panel(tmp_path):
     rows = [{"step": 0, "data/demonstrations": 10}] + [{"step": k, "sft/loss": 2.0 / k} for k in range(1, 5)]
     html = report(tmp_path, write_training_run(tmp_path / "sft", {"kind": "sft", "env": "frozenlake"}, rows))

@@ -122,7 +122,7 @@ def funnel(rollouts: Sequence[Trajectory], failures: Sequence[Trajectory], score
     steps = sum(t.num_steps for t in failures)
     supervised = {(p["trajectory_id"], p["at"]) for p in pairs}
     verified = [b for b in branches if b.verified]
-    return {
+    row = {
         "cso/rollout_success_rate": summarize(rollouts).success_rate if rollouts else 0.0,
         "cso/failed_trajectories": float(len(failures)),
         "cso/steps": float(steps),
@@ -132,11 +132,14 @@ def funnel(rollouts: Sequence[Trajectory], failures: Sequence[Trajectory], score
         "cso/candidates_per_failure": sum(s.candidate for s in scored) / max(1, len(failures)),
         "cso/branched": float(len(picks)),
         "cso/verified": float(len(verified)),
-        "cso/verification_rate": len(verified) / len(branches) if branches else 0.0,
         "cso/pairs": float(len(pairs)),
         "cso/share_supervised": len(supervised) / steps if steps else 0.0,
         "cso/prm_failures": float(sum(s.prm_failures for s in scored)),
     }
+    # A round that branched nothing (Step-DPO, no verification) has no rate; a 0 would read as "all failed".
+    if branches:
+        row["cso/verification_rate"] = len(verified) / len(branches)
+    return row
 
 
 def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Path:

@@ -178,6 +178,20 @@ def metric_curves(run: Path, on_issue: IssueHandler) -> tuple[dict[str, tuple[Po
     return {name: tuple(sorted(by_step.items())) for name, by_step in points.items()}, rows
 
 
+def without_undefined_rates(curves: dict[str, tuple[Point, ...]]) -> dict[str, tuple[Point, ...]]:
+    """The curves less the verification rates of CSO rounds that branched nothing.
+
+    Runs logged before the rate was left out of such rounds hold 0.0 there (Step-DPO, no
+    verification), which would draw as "no branch verified".
+    """
+    rate, branched = curves.get("cso/verification_rate"), dict(curves.get("cso/branched", ()))
+    if not rate:
+        return curves
+    kept = tuple((x, y) for x, y in rate if branched.get(x) != 0.0)
+    cleaned = {name: points for name, points in curves.items() if name != "cso/verification_rate"}
+    return cleaned | ({"cso/verification_rate": kept} if kept else {})
+
+
 def scan_train_log(path: Path, on_issue: IssueHandler, *, want_tide: bool) -> tuple[
         tuple[Point, ...], dict[str, tuple[Point, ...]]]:
     """ECHO's (s_o, s_r) pairs and, with `want_tide`, the `tide/…` curves of a run's training records."""
@@ -221,6 +235,7 @@ def read_training_log(path: str | os.PathLike[str], on_issue: IssueHandler = lam
 
     config = read_run_config(folder)
     curves, rows = metric_curves(folder, note)
+    curves = without_undefined_rates(curves)
     train_log = folder / "trajectories" / "train.jsonl"
     echo: tuple[Point, ...] = ()
     recomputed = False
