@@ -43,7 +43,8 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
-from hindsight.agent.critic import PLAN_LIMIT, planner_distance, planning_env, take_recorded
+from hindsight.agent.critic import PLAN_LIMIT, planner_distance
+from hindsight.agent.prm import replay_to
 from hindsight.envs import make
 from hindsight.logs import read_trajectories
 from hindsight.logs.schema import trajectory_from_record
@@ -74,14 +75,6 @@ def state_after(env_id: str, env_kwargs: dict, seed: int, actions: Sequence[str]
     env.reset(seed)
     for action in actions:
         env.step(action)
-    return env
-
-
-def replayed(episode: Trajectory, at: int) -> Any:
-    """A planning environment in the state before step `at` of a logged episode (each step checked)."""
-    env = planning_env(episode)
-    for step in episode.steps[:at]:
-        take_recorded(env, episode, step)
     return env
 
 
@@ -137,7 +130,7 @@ def changes_table(start: dict[int, Trajectory], runs: RunEpisodes) -> list[str]:
         for task, episode in episodes.items():
             if task not in start or (at := first_change(start[task], episode)) is None:
                 continue
-            env = replayed(episode, at)
+            env = replay_to(episode, at)
             verdicts[(move_kind(env, start[task].steps[at].action or ""),
                       move_kind(env, episode.steps[at].action or ""))] += 1
             start_p.append(move_probability(start[task].steps[at]))
@@ -206,7 +199,7 @@ def prm_table(runs: Sequence[Path]) -> list[str]:
             failures = [t for t in rollouts if not t.success]
             for record in map(json.loads, (folder / "scored.jsonl").open()):
                 alternatives = record["alternatives"]
-                env = replayed(failures[alternatives["trajectory"]], alternatives["at"])
+                env = replay_to(failures[alternatives["trajectory"]], alternatives["at"])
                 rated = [(alternatives["policy_action"], record["policy_score"]),
                          *zip(alternatives["actions"], record["scores"])]
                 for action, score in rated:
@@ -244,7 +237,7 @@ def verification_table(runs: Sequence[Path]) -> list[str]:
             for record in branch["continuations"]:
                 continuation = trajectory_from_record(record)
                 endings[ending(continuation)] += 1
-                env = replayed(continuation, at + 1)  # after the alternative
+                env = replay_to(continuation, at + 1)  # after the alternative
                 turns_left = continuation.env_kwargs.get("max_steps", PLAN_LIMIT) - (at + 1)
                 hopeless += planner_distance(env) > turns_left
         total = sum(endings.values())
