@@ -17,9 +17,9 @@
 #   llm-prm    CSO with the bundled model (smollm2, frozen) as an LLM-judge PRM instead of the
 #              oracle PRM, seed 0: beside cso-s0, what a language-model judge's scores change
 #   best-of    no training: the start with step-level best-of-5 at inference (the paper's other
-#              use of a PRM, its Table 5), with the oracle PRM and with the bundled model as the
-#              judge, beside the same sampling with no choice (sampled-t1); the judge's arm
-#              on the first 100 of the 300 test tasks (it costs about 30 s a turn)
+#              use of a PRM, its Table 5) with the oracle PRM, beside the same sampling with no
+#              choice (sampled-t1); with JUDGE=<model spec> also with that model as the judge
+#              (bon5-llm-prm), on the first 100 of the 300 test tasks
 # Two jobs side by side, one core each. Across machines, `python benchmarks/keep.py save OUT_DIR
 # results/cso` keeps the finished runs in the repository and `restore` puts them back.
 set -euo pipefail
@@ -89,9 +89,13 @@ for stage in $stages; do
     sampled="--model smollm2+frozenlake3 --episodes 300 --temperature 1 --seed 0"
     spawn sampled-t1 "evaluate '$out/sampled-t1' $sampled"
     spawn bon5-oracle "evaluate '$out/bon5-oracle' $sampled --best-of 5 --prm oracle"
-    # The judge rates five candidates a turn at about 30 s a turn on one core: 100 tasks, not 300
-    # (docs/results.md, issue 13, the best-of amendment); it pairs with the others on those 100.
-    spawn bon5-llm-prm "evaluate '$out/bon5-llm-prm' ${sampled/--episodes 300/--episodes 100} --best-of 5 --prm smollm2"
+    # Only with a judge that reads the candidate, JUDGE=<model spec>: the bundled model's answer
+    # does not depend on it (docs/results.md, issue 13, the best-of amendments). A judge rates five
+    # candidates a turn (about 30 s a turn for the bundled model on one core): 100 tasks, not 300;
+    # it pairs with the others on those 100.
+    if [ -n "${JUDGE:-}" ]; then
+      spawn bon5-llm-prm "evaluate '$out/bon5-llm-prm' ${sampled/--episodes 300/--episodes 100} --best-of 5 --prm '$JUDGE'"
+    fi
     wait
     ;;
   *) echo "unknown stage: $stage" >&2; exit 2 ;;

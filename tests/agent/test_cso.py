@@ -111,6 +111,12 @@ def test_ablations_no_prm_branches_everything_and_no_verification_trusts_the_prm
 @pytest.mark.parametrize("text, value", [
     ("Score: 0.8", 0.8), ("score = .35", 0.35), ("**Score:** 80%", 0.8), ("I give it 7/10.", 0.7),
     ("Score: 1", 1.0), ("0", 0.0), ("Score: 3", None), ("no idea", None), ("Score: 85/100", 0.85),
+    ("0.75 since it moves closer", 0.75), ("  **0.5**", 0.5),
+    # What the bundled 135M judge answers: the prompt copied back, or a list of moves. Their
+    # numbers are not scores (the first number of each once read as 1.0).
+    ("You are standing on a frozen lake. Rows are numbered from 1 at the top", None),
+    ("1. right -> You moved right to row 2, column 1.", None), ("1) up", None), ("1. 1. 1. 1. 1. 1", None),
+    ("0.5. A safe step", 0.5), ("1.\n", 1.0),
 ])
 def test_judge_scores_are_parsed_tolerantly(text, value):
     assert parse_score(text) == (None if value is None else pytest.approx(value))
@@ -127,6 +133,23 @@ def test_the_judge_falls_back_to_its_stated_value_and_counts_failures():
     assert "Proposed next move: down" in prompt and trajectory.steps[0].observation.strip()[:20] in prompt
     with pytest.raises(ValueError, match="fallback"):
         JudgePRM(RecordingBackend(lambda r: ""), fallback=2.0)
+
+
+def test_scored_steps_keep_what_the_prm_answered():
+    # A judge that copies the prompt for the policy's move ("up") and rates every other move.
+    def answer(request):
+        if "Proposed next move: up" in request.messages[-1].content:
+            return "Rows are numbered from 1 at the top"
+        return "Score: 0.9"
+
+    failures = failures_of("up")[:2]
+    found = sample_alternatives(RolloutEngine(lake, load_model("oracle"), CONFIG), failures, k=1)
+    scored = score_steps(JudgePRM(RecordingBackend(answer), fallback=0.2), failures, found)
+    assert scored and all(step.policy_score == 0.2 and step.prm_failures == 1 for step in scored)
+    assert all(step.answers == ("Rows are numbered from 1 at the top",) + ("Score: 0.9",) * len(step.scores)
+               for step in scored)
+    oracle = score_steps(OraclePRM(), failures, found)
+    assert all(len(step.answers) == 1 + len(step.scores) and step.answers[0].startswith("plan ") for step in oracle)
 
 
 def test_step_dpo_pairs_the_prms_best_alternative_at_every_step():

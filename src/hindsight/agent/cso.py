@@ -50,13 +50,18 @@ class StepAlternatives:
 
 @dataclass(frozen=True)
 class ScoredStep:
-    """A step with the PRM's scores: the policy's action and each alternative (same order)."""
+    """A step with the PRM's scores: the policy's action and each alternative (same order).
+
+    `answers` holds what the PRM said of each, the policy's action first (a judge's raw answer,
+    the oracle's plan lengths), so an unreadable or odd rating can be read back from the log.
+    """
 
     alternatives: StepAlternatives
     policy_score: float
     scores: tuple[float, ...]
     candidate: bool
     prm_failures: int = 0
+    answers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,8 @@ def score_steps(prm: ProcessRewardModel, failures: Sequence[Trajectory], alterna
         others = [next(results) for _ in alt.actions]
         values = tuple(s.value for s in others)
         failed = sum(s.error is not None for s in [own, *others])
-        scored.append(ScoredStep(alt, own.value, values, is_candidate(own.value, values, low, high), failed))
+        answers = tuple(score.text for score in [own, *others])
+        scored.append(ScoredStep(alt, own.value, values, is_candidate(own.value, values, low, high), failed, answers))
     return scored
 
 

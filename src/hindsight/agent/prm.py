@@ -8,7 +8,8 @@ expert alternative at the same state. Two PRMs:
   shortens the plan scores 1, one that leaves it as long 0.5, and one that lengthens it,
   changes nothing (walking into an edge), is refused, or ends the episode unsolved scores 0.
 * `JudgePRM`: any model role answers a rubric prompt with a score. The answer is parsed
-  tolerantly (`0.8`, `Score: 80%`, `7/10`, `score = .35`); when no score can be read the
+  tolerantly (`0.8`, `Score: 80%`, `7/10`, `score = .35`), but a stray number inside other
+  text is not taken for a score (`parse_score`); when no score can be read the
   PRM returns its stated `fallback` and counts the failure, so a bad answer is visible and
   never a crash.
 
@@ -107,19 +108,29 @@ JUDGE_REQUEST = (
 )
 
 _SCORE = re.compile(r"score\s*[:=\-]?\s*\**\s*(\d+(?:\.\d+)?|\.\d+)\s*(%|/\s*10\b|/\s*100\b)?", re.IGNORECASE)
-_NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?|\.\d+)\s*(%|/\s*10\b|/\s*100\b)?")
+_SCALED = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?|\.\d+)\s*(%|/\s*10\b|/\s*100\b)")
+_LEADING = re.compile(r"[\s*\"'`]*(\d+(?:\.\d+)?|\.\d+)(?![\d/%])")
+# "1. right -> ..." or "1. 1. 1." opens a numbered list (or repeats one), not a score of 1.
+_LIST_MARKER = re.compile(r"\d+[.)]\s+\S")
 
 
 def parse_score(text: str) -> float | None:
     """The score an answer gives, scaled to [0, 1]; None when there is none or it is out of range.
 
-    A `Score:` line wins; otherwise the first number. `80%` and `80/100` are 0.8, `7/10` is 0.7.
+    A `Score:` line wins; then a number with a scale anywhere (`80%`, `80/100` are 0.8, `7/10` is
+    0.7); then a bare number, but only one that opens the answer. A small judge often answers by
+    copying the prompt ("Rows are numbered from 1 at the top ...") or by listing moves ("1. right
+    -> ...", "1. 1. 1."): a number inside such text is not a score, and reading it as one would
+    turn an unreadable answer into a confident rating.
     """
-    match = _SCORE.search(text) or _NUMBER.search(text)
+    match = _SCORE.search(text) or _SCALED.search(text)
     if match is None:
-        return None
+        match = _LEADING.match(text)
+        if match is None or _LIST_MARKER.match(text, match.start(1)):
+            return None
     value = float(match.group(1))
-    unit = (match.group(2) or "").replace(" ", "")
+    unit = (match.group(2) if match.re.groups > 1 else None) or ""
+    unit = unit.replace(" ", "")
     if unit in ("%", "/100"):
         value /= 100
     elif unit == "/10":

@@ -104,8 +104,9 @@ class CSOConfig(PreferenceBasics):
 
 def _scored_from(record: dict) -> ScoredStep:
     alternatives = StepAlternatives(**{**record["alternatives"], "actions": tuple(record["alternatives"]["actions"])})
+    # Logs written before the PRM's answers were kept have no "answers".
     return ScoredStep(alternatives, record["policy_score"], tuple(record["scores"]), record["candidate"],
-                      record["prm_failures"])
+                      record["prm_failures"], tuple(record.get("answers", ())))
 
 
 def _branch_to(branch: Branch) -> dict:
