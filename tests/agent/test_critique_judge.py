@@ -21,6 +21,10 @@ from tests.methods.echo_runs import attempt
     ("The advice is generic.", Granularity.GENERIC),
     ("It names turn 4... wait. Granularity: 2", Granularity.TARGETED),
     ("coarse-level guidance", Granularity.GENERIC),
+    ("2", Granularity.TARGETED),
+    ("2.", Granularity.TARGETED),
+    ("**3** - it names turn 4", Granularity.PINPOINTED),
+    ("I rate it 2/3 overall", Granularity.TARGETED),
 ])
 def test_granularity_is_read_tolerantly(text, level):
     assert parse_granularity(text) == (level, None)
@@ -31,6 +35,9 @@ def test_granularity_is_read_tolerantly(text, level):
     ("Granularity: high", "not 1, 2 or 3"),
     ("It is generic rather than pinpointed", "several levels"),
     ("I cannot tell.", "no granularity level"),
+    # A small judge copying the task back: its digits are not levels.
+    ("You are standing on a frozen lake. Rows are numbered from 1 at the top", "no granularity level"),
+    ("1. Move down to row 2", "no granularity level"),
     ("", "no granularity level"),
 ])
 def test_unreadable_granularity_says_why(text, reason):

@@ -79,7 +79,11 @@ _LEVEL_TOKEN = r"(\d+(?:\.\d+)?|[a-z][a-z-]*)"
 _GRANULARITY_LINE = re.compile(r"granularity\s*(?:level)?\s*[*_]*\s*[:=\-]\s*[*_\"'(\[]*\s*(?:level\s*)?" + _LEVEL_TOKEN,
                                re.IGNORECASE)
 _OUT_OF_THREE = re.compile(r"\b([123])\s*/\s*3\b")
-_LEVEL_ANYWHERE = re.compile(r"(?<![\w.])([123])(?![\w.])|(?<![\w-])(" + "|".join(
+# Without a label a bare digit counts only where it opens the answer, and not as a list marker
+# ("1. Move down ..."): a small judge that copies the task back ("Rows are numbered from 1")
+# would otherwise be read as rating the advice generic.
+_LEADING_DIGIT = re.compile(r"[\s*_\"'(\[]*([123])(?![\w/])(?!\s*/)(?![.)]\s*\S)")
+_LEVEL_WORD_ANYWHERE = re.compile(r"(?<![\w-])(" + "|".join(
     re.escape(w) for w in sorted(_WORD_LEVEL, key=len, reverse=True)) + r")(?![\w-])", re.IGNORECASE)
 
 _VERDICT_WORDS = {"yes": Addressed.YES, "no": Addressed.NO, "unclear": Addressed.UNCLEAR,
@@ -93,7 +97,8 @@ _DIAGNOSIS_LINE = re.compile(r"diagnosis\s*[:=\-]\s*(.*)", re.IGNORECASE)
 
 def parse_granularity(text: str) -> tuple[Granularity | None, str | None]:
     """(level, None) or (None, why it could not be read). A `Granularity:` line wins; otherwise
-    the answer must name exactly one level (a digit 1–3 or a level word) anywhere."""
+    the answer must name exactly one level: a level word or `N/3` anywhere, or a digit 1–3 that
+    opens the answer."""
     labelled = _GRANULARITY_LINE.search(text)
     if labelled:
         token = labelled.group(1).lower()
@@ -102,8 +107,11 @@ def parse_granularity(text: str) -> tuple[Granularity | None, str | None]:
             return level, None
         return None, f"granularity {token!r} is not 1, 2 or 3"
     # "2/3" reads as level 2, not as the levels 2 and 3.
-    found = {_DIGIT_LEVEL.get(m.group(1) or "") or _WORD_LEVEL[m.group(2).lower()]
-             for m in _LEVEL_ANYWHERE.finditer(_OUT_OF_THREE.sub(r"\1", text))}
+    found = {_DIGIT_LEVEL[m.group(1)] for m in _OUT_OF_THREE.finditer(text)}
+    found |= {_WORD_LEVEL[m.group(1).lower()] for m in _LEVEL_WORD_ANYWHERE.finditer(text)}
+    leading = _LEADING_DIGIT.match(text)
+    if leading:
+        found.add(_DIGIT_LEVEL[leading.group(1)])
     if len(found) == 1:
         return found.pop(), None
     if found:
