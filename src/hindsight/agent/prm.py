@@ -129,8 +129,7 @@ def parse_score(text: str) -> float | None:
         if match is None or _LIST_MARKER.match(text, match.start(1)):
             return None
     value = float(match.group(1))
-    unit = (match.group(2) if match.re.groups > 1 else None) or ""
-    unit = unit.replace(" ", "")
+    unit = (match.group(2) or "").replace(" ", "") if match.re is not _LEADING else ""
     if unit in ("%", "/100"):
         value /= 100
     elif unit == "/10":
