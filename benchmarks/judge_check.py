@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hindsight.agent.prm import JudgePRM, OraclePRM, StepQuery
-from hindsight.logs import trajectory_from_record
+from hindsight.logs import read_trajectories
 from hindsight.types import Trajectory
 
 
@@ -80,15 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.rollouts.is_file():
         parser.error(f"no such log: {args.rollouts}")
-    trajectories = []
-    for number, line in enumerate(args.rollouts.read_text().splitlines(), 1):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            print(f"{args.rollouts}:{number}: not JSON, skipped", file=sys.stderr)
-            continue
-        if record.get("kind") == "trajectory":
-            trajectories.append(trajectory_from_record(record))
+    trajectories = list(read_trajectories(args.rollouts, lambda issue: print(f"{issue}, skipped", file=sys.stderr)))
     queries = queries_at_failures(trajectories, args.states)
     if not queries:
         parser.error(f"{args.rollouts} holds no failed episode to ask about")

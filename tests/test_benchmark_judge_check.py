@@ -69,7 +69,7 @@ def test_the_command_reads_a_log_and_says_what_is_wrong(tmp_path, capsys):
     log.write_text("\n".join(json.dumps(trajectory_to_record(t)) for t in failures()) + "\n{broken\n")
     assert judge_check.main([str(log), "--judge", "random:1", "--states", "2"]) == 0
     out = capsys.readouterr()
-    assert "not JSON, skipped" in out.err and json.loads(out.out[out.out.index("{\n"):])["moves"] == 8
+    assert "rollouts.jsonl:4: invalid JSON" in out.err and json.loads(out.out[out.out.index("{\n"):])["moves"] == 8
     with pytest.raises(SystemExit):
         judge_check.main([str(tmp_path / "missing.jsonl"), "--judge", "random:1"])
     assert "no such log" in capsys.readouterr().err
