@@ -1,12 +1,13 @@
 """CSO's pipeline on FrozenLake: alternatives, PRM scores, branch verification and replayable pairs."""
 
+import copy
 import json
 
 import pytest
 
 from hindsight.agent.cso import branch_points, make_pairs, sample_alternatives, score_steps, verify
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
-from hindsight.agent.prm import JudgePRM, OraclePRM, StepQuery, parse_score
+from hindsight.agent.prm import JudgePRM, OraclePRM, StepQuery, parse_score, replay_to
 from hindsight.agent.prompts import Memory
 from hindsight.envs import make
 from hindsight.llm import load_model
@@ -39,12 +40,32 @@ def test_the_oracle_prm_follows_the_planner():
     env.reset(trajectory.seed)
     best = env.oracle_action()
     scores = OraclePRM().score([StepQuery(trajectory, 0, best), StepQuery(trajectory, 0, "jump")])
-    assert scores[0].value == 1.0 and scores[1].value == 0.0
-    # Walking up along the top edge changes nothing: a wasted move scores 0.
+    # A refused move wastes a turn but leaves the task solvable.
+    assert scores[0].value == 1.0 and scores[1].value == 0.25
+    # Walking up along the top edge changes nothing: a wasted move, likewise 0.25.
     stuck = [t for t in failures_of("up") if any(a.state_key == b.state_key for a, b in zip(t.steps, t.steps[1:]))]
     first = stuck[0]
     k = next(k for k, (a, b) in enumerate(zip(first.steps, first.steps[1:])) if a.state_key == b.state_key)
-    assert OraclePRM().score([StepQuery(first, k, "up")])[0].value == 0.0
+    assert OraclePRM().score([StepQuery(first, k, "up")])[0].value == 0.25
+
+
+def test_the_oracle_prm_scores_a_fall_below_every_recoverable_move():
+    # The last step of a fall: the fatal move scores 0, every move that keeps the task solvable more.
+    fall = next(t for t in failures_of("down") + failures_of("right") if "fell into" in t.steps[-1].feedback)
+    at, moves = fall.num_steps - 1, ("up", "down", "left", "right")
+    scores = dict(zip(moves, OraclePRM().score([StepQuery(fall, at, move) for move in moves])))
+    assert scores[fall.steps[-1].action].value == 0.0
+    env = replay_to(fall, at)
+    fatal = {move for move in moves if _ends_unsolved(env, move)}
+    assert fatal and fatal != set(moves)
+    assert all((scores[move].value == 0.0) == (move in fatal) for move in moves)
+    assert min(scores[move].value for move in set(moves) - fatal) >= 0.25
+
+
+def _ends_unsolved(env, move):
+    probe = copy.deepcopy(env)
+    probe.step(move)
+    return probe.done and not probe.is_success()
 
 
 def _solved_by(action, seed):

@@ -5,8 +5,9 @@ expert alternative at the same state. Two PRMs:
 
 * `OraclePRM`, on the built-in environments: the environment's planner measures the moves
   left to success before and after the action. Solving the task scores 1; a move that
-  shortens the plan scores 1, one that leaves it as long 0.5, and one that lengthens it,
-  changes nothing (walking into an edge), is refused, or ends the episode unsolved scores 0.
+  shortens the plan scores 1, one that leaves it as long 0.5; one that lengthens it, changes
+  nothing (walking into an edge) or is refused scores 0.25, and one after which the task can
+  no longer be solved (a fall into a hole) scores 0.
 * `JudgePRM`: any model role answers a rubric prompt with a score. The answer is parsed
   tolerantly (`0.8`, `Score: 80%`, `7/10`, `score = .35`), but a stray number inside other
   text is not taken for a score (`parse_score`); when no score can be read the
@@ -19,6 +20,7 @@ expert alternative at the same state. Two PRMs:
 from __future__ import annotations
 
 import copy
+import math
 import re
 from dataclasses import dataclass
 from typing import Protocol, Sequence
@@ -67,9 +69,13 @@ def replay_to(trajectory: Trajectory, at: int):
 
 
 #: The oracle PRM's score of each verdict of `judge_move`. Planner distances are whole moves,
-#: so this is 0.5 + 0.5 · (before − after) clipped to [0, 1], with 0 for a refused, wasted or
-#: fatal move and 1 for the move that solves the task.
-VERDICT_SCORE = {Label.NEGATIVE: 0.0, Label.NEUTRAL: 0.5, Label.POSITIVE: 1.0}
+#: so this is 0.5 + 0.5 · (before − after) clipped to [0, 1] for a move that keeps the task
+#: solvable, with 1 for the move that solves it and 0.25 for a refused or wasted one.
+VERDICT_SCORE = {Label.NEGATIVE: 0.25, Label.NEUTRAL: 0.5, Label.POSITIVE: 1.0}
+#: The score of a move after which the task cannot be solved any more. It sits below every
+#: recoverable mistake because best-of-N takes the highest score: with a fall and a detour
+#: both at 0, a tie handed best-of-5 the fall in 18 of its 67 falls (docs/results.md, issue 13).
+FATAL_SCORE = 0.0
 
 
 class OraclePRM:
@@ -92,7 +98,8 @@ class OraclePRM:
             _, _, _, _, info = env.step(query.action)
             after = planner_distance(env)
             verdict = judge_move(before, after, bool(info.get("valid", True)), stuck=env.state_key() == state)
-            scores.append(PRMScore(VERDICT_SCORE[verdict], text=f"plan {before:g} -> {after:g} moves: {verdict.value}"))
+            value = FATAL_SCORE if math.isinf(after) else VERDICT_SCORE[verdict]
+            scores.append(PRMScore(value, text=f"plan {before:g} -> {after:g} moves: {verdict.value}"))
         return scores
 
 
