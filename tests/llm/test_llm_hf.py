@@ -343,6 +343,40 @@ def test_generation_through_a_peft_wrapper_and_train_mode(tiny_dir):
     assert out.logprobs == pytest.approx(forward_logprobs(tiny, LONG, out.token_ids), abs=1e-4)
 
 
+def _prefill_shapes(backend: HFBackend, requests: list[GenerationRequest], params: SamplingParams):
+    """`backend.generate(requests, params)` and the input_ids shape of every forward pass it ran."""
+    shapes: list[tuple[int, ...]] = []
+    model = backend.model.get_base_model() if hasattr(backend.model, "get_base_model") else backend.model
+    hook = model.register_forward_pre_hook(
+        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
+    try:
+        return backend.generate(requests, params), shapes
+    finally:
+        hook.remove()
+
+
+def test_identical_prompts_are_prefilled_once_with_the_same_output(tiny_dir):
+    """Best-of-N candidates and GRPO groups send n copies of a prompt: one prefill row each, same output."""
+    peft = pytest.importorskip("peft")
+    tiny = load_model(f"hf:{tiny_dir}", device="cpu")
+    tiny.model = peft.get_peft_model(tiny.model, peft.LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    width = len(tiny.encode_chat(LONG.messages))
+    requests = [LONG, SHORT, LONG, LONG, SHORT]
+    for params in (SamplingParams(temperature=0, max_new_tokens=6), SamplingParams(max_new_tokens=6, seed=3)):
+        out, shapes = _prefill_shapes(tiny, requests, params)
+        # The two distinct prompts prefilled up to their last token, then all five rows go on.
+        assert shapes[:2] == [(2, width - 1), (5, 1)]
+        for request, completion in zip(requests, out):
+            assert completion.logprobs == pytest.approx(forward_logprobs(tiny, request, completion.token_ids), abs=1e-4)
+    greedy = SamplingParams(temperature=0, max_new_tokens=6)
+    out = tiny.generate(requests, greedy)
+    singles = [tiny.generate([request], greedy)[0] for request in requests]
+    assert [c.token_ids for c in out] == [c.token_ids for c in singles]
+    # Distinct prompts only: nothing to share, `generate` prefills every whole row itself.
+    _, shapes = _prefill_shapes(tiny, [LONG, SHORT], greedy)
+    assert shapes[0] == (2, width)
+
+
 def test_entropies_and_token_ends_match_a_fresh_forward_pass(tiny_dir):
     """Per-token entropies are of the raw temperature-1 distribution; token ends index the text."""
     from hindsight.llm._decoding import entropy_from_log_probs

@@ -363,6 +363,8 @@ class HFBackend:
         With `params.seed` set, the same requests, parameters and `max_batch_size`
         reproduce the same output; the global torch RNG is left as it was.
         A prompt longer than the model's context comes back as an error completion.
+        Identical prompts in a micro-batch (best-of-N candidates, a GRPO group, CSO's k
+        alternatives) are prefilled once and share that KV cache.
         """
         import torch
 
@@ -377,7 +379,9 @@ class HFBackend:
                 results[index] = _error(f"prompt has {len(ids)} tokens; the model's context holds {limit}")
             else:
                 runnable.append(index)
-        runnable.sort(key=lambda i: len(prompts[i]))
+        # Identical prompts (best-of-N candidates, a GRPO group's first turn, CSO's k
+        # alternatives) sort next to each other, so a micro-batch prefills each one once.
+        runnable.sort(key=lambda i: (len(prompts[i]), prompts[i]))
         batches = [runnable[i : i + self.max_batch_size] for i in range(0, len(runnable), self.max_batch_size)]
 
         devices = [torch.device(self.device).index or 0] if self.device.startswith("cuda") else []
@@ -442,9 +446,11 @@ class HFBackend:
         self.model.eval()
         try:
             with torch.no_grad():
+                input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
                 sequences = self.model.generate(
-                    input_ids=input_ids.to(self.device),
-                    attention_mask=attention_mask.to(self.device),
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    past_key_values=self._shared_prompt_cache(prompts, input_ids, attention_mask),
                     generation_config=config,
                     logits_processor=LogitsProcessorList([recorder]),
                     stopping_criteria=stopping,
@@ -466,6 +472,37 @@ class HFBackend:
             self._completion(generated[row].tolist(), logprobs[row].tolist(), params, entropies[row].tolist())
             for row in range(generated.shape[0])
         ]
+
+    def _shared_prompt_cache(self, prompts: list[list[int]], input_ids: Any, attention_mask: Any) -> Any:
+        """The KV cache of every row's prompt but its last token, computed once per distinct prompt.
+
+        None when no two prompts of the batch are equal (or a prompt is a single token):
+        `generate` then prefills as usual. Otherwise the distinct rows are prefilled and the
+        cache is gathered back to one row per prompt, so n identical prompts cost one
+        prefill instead of n; `generate` feeds only the last prompt token and records its
+        logits as before. Shapes: input_ids and attention_mask [rows, width].
+        """
+        import torch
+
+        slot: dict[tuple[int, ...], int] = {}  # a distinct prompt -> its row in the shared prefill
+        distinct_rows: list[int] = []
+        source = []  # row -> the shared prefill row its cache is copied from
+        for row, ids in enumerate(prompts):
+            if tuple(ids) not in slot:
+                slot[tuple(ids)] = len(distinct_rows)
+                distinct_rows.append(row)
+            source.append(slot[tuple(ids)])
+        if len(distinct_rows) == len(prompts) or input_ids.shape[1] < 2:
+            return None
+        distinct = torch.tensor(distinct_rows, device=input_ids.device)
+        ids, mask = input_ids[distinct, :-1], attention_mask[distinct, :-1]
+        # The positions `generate` gives a left-padded row: counted from its first real token.
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True).past_key_values
+        if not hasattr(cache, "reorder_cache"):  # a model with its own cache type: prefill every row as before
+            return None
+        cache.reorder_cache(torch.tensor(source, device=input_ids.device))
+        return cache
 
     def _completion(
         self, token_ids: list[int], logprobs: list[float], params: SamplingParams, entropies: list[float] | None = None
