@@ -20,13 +20,16 @@
 #              use of a PRM, its Table 5) with the oracle PRM, beside the same sampling with no
 #              choice (sampled-t1); with JUDGE=<model spec> also with that model as the judge
 #              (bon5-llm-prm), on the first 100 of the 300 test tasks
+#   best-of-graded  bon5-oracle again with the oracle PRM that scores a fall below every
+#              recoverable mistake (8156a8f); run it with the toolkit at 6ee4649 plus that commit
+#              so that nothing else differs from bon5-oracle
 # Two jobs side by side, one core each. Across machines, `python benchmarks/keep.py save OUT_DIR
 # results/cso` keeps the finished runs in the repository and `restore` puts them back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/cso}
 shift || true
-stages=${*:-start methods ablations llm-prm best-of}
+stages=${*:-start methods ablations llm-prm best-of best-of-graded}
 mkdir -p "$out"
 recipe=recipes/smoke-cso.yaml
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
@@ -39,6 +42,8 @@ lake=(--env frozenlake --set size=5 --set max_steps=10 --memory none --max-new-t
 . benchmarks/lib.sh  # train, evaluate, spawn
 
 # The smoke recipe's settings, scaled: 2 rounds of 32 tasks, k = 5, 2 DPO epochs, 300 test tasks.
+# The start sampled at temperature 1, seed 0: the best-of stages' runs.
+sampled="--model smollm2+frozenlake3 --episodes 300 --temperature 1 --seed 0"
 common="--config $recipe --set rounds=2 --set tasks_per_round=32 --set k=5 --set epochs=2 --set final_eval_episodes=300 \
   --set dtype=$dtype"
 for stage in $stages; do
@@ -86,7 +91,6 @@ for stage in $stages; do
   best-of)
     # k = 5 candidates per turn at the temperature CSO samples its alternatives at; best-of −
     # sampled-t1 is what the PRM's choice adds to the sampling alone.
-    sampled="--model smollm2+frozenlake3 --episodes 300 --temperature 1 --seed 0"
     spawn sampled-t1 "evaluate '$out/sampled-t1' $sampled"
     spawn bon5-oracle "evaluate '$out/bon5-oracle' $sampled --best-of 5 --prm oracle"
     # Only with a judge that reads the candidate, JUDGE=<model spec>: the bundled model's answer
@@ -96,6 +100,10 @@ for stage in $stages; do
     if [ -n "${JUDGE:-}" ]; then
       spawn bon5-llm-prm "evaluate '$out/bon5-llm-prm' ${sampled/--episodes 300/--episodes 100} --best-of 5 --prm '$JUDGE'"
     fi
+    wait
+    ;;
+  best-of-graded)
+    spawn bon5-oracle-graded "evaluate '$out/bon5-oracle-graded' $sampled --best-of 5 --prm oracle"
     wait
     ;;
   *) echo "unknown stage: $stage" >&2; exit 2 ;;
