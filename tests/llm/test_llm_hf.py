@@ -375,6 +375,10 @@ def test_identical_prompts_are_prefilled_once_with_the_same_output(tiny_dir):
     # Distinct prompts only: nothing to share, `generate` prefills every whole row itself.
     _, shapes = _prefill_shapes(tiny, [LONG, SHORT], greedy)
     assert shapes[0] == (2, width)
+    # Switched off: every row prefilled, the same tokens.
+    tiny.share_prefill = False
+    unshared, shapes = _prefill_shapes(tiny, requests, greedy)
+    assert shapes[0] == (5, width) and [c.token_ids for c in unshared] == [c.token_ids for c in out]
 
 
 def test_entropies_and_token_ends_match_a_fresh_forward_pass(tiny_dir):

@@ -247,6 +247,8 @@ class HFBackend:
         spec: the spec string this backend answers to.
         max_batch_size: requests per `generate` call; bigger batches are split.
         source: the folder or file the weights came from, when known.
+        share_prefill: prefill identical prompts of a micro-batch once (default); False
+            prefills every row, as the toolkit did before 2026-11-28 (float noise differs).
     """
 
     def __init__(
@@ -257,6 +259,7 @@ class HFBackend:
         spec: str = "hf",
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         source: Path | None = None,
+        share_prefill: bool = True,
     ) -> None:
         if max_batch_size < 1:
             raise ModelError("max_batch_size must be >= 1")
@@ -265,6 +268,7 @@ class HFBackend:
         self.spec = spec
         self.max_batch_size = max_batch_size
         self.source = source
+        self.share_prefill = share_prefill
         self.device = str(next(model.parameters()).device)
         self._special = _SpecialTokens.from_model(model, tokenizer)
 
@@ -492,7 +496,7 @@ class HFBackend:
                 slot[tuple(ids)] = len(distinct_rows)
                 distinct_rows.append(row)
             source.append(slot[tuple(ids)])
-        if len(distinct_rows) == len(prompts) or input_ids.shape[1] < 2:
+        if not self.share_prefill or len(distinct_rows) == len(prompts) or input_ids.shape[1] < 2:
             return None
         distinct = torch.tensor(distinct_rows, device=input_ids.device)
         ids, mask = input_ids[distinct, :-1], attention_mask[distinct, :-1]
