@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from hindsight.envs import make
+from hindsight.agent.prm import replay_to
 from hindsight.logs import read_trajectories
 from hindsight.types import Trajectory
 
@@ -49,7 +49,7 @@ class FailureCount:
 
 
 def ends_unsolved(env, action: str) -> bool:
-    """Does `action` end the episode unsolved before the step budget does?"""
+    """Does `action` end the episode unsolved (terminated, not merely out of steps)?"""
     probe = copy.deepcopy(env)
     _, _, terminated, _, _ = probe.step(action)
     return bool(terminated) and not probe.is_success()
@@ -65,10 +65,7 @@ def count_failures(trajectories: Iterable[Trajectory]) -> FailureCount:
         last = trajectory.steps[-1]
         if not last.candidates:
             raise ValueError(f"episode {trajectory.id} has no best-of candidates: not a best-of evaluation")
-        env = make(trajectory.env, **trajectory.env_kwargs)
-        env.reset(trajectory.seed)
-        for step in trajectory.steps[:-1]:
-            env.step(step.action)
+        env = replay_to(trajectory, trajectory.num_steps - 1)
         if not ends_unsolved(env, last.action):
             count.out_of_budget += 1
             continue

@@ -16,6 +16,9 @@ import argparse
 import json
 import statistics
 import time
+from pathlib import Path
+
+import yaml
 
 from hindsight.agent.engine import BestOfN, RolloutConfig, RolloutEngine, Task
 from hindsight.agent.prm import OraclePRM
@@ -24,8 +27,8 @@ from hindsight.envs import make
 from hindsight.llm import load_model
 from hindsight.types import SamplingParams
 
-SYSTEM = ("Walk on the frozen lake from P to the goal G without stepping into a hole H. Reply with one move: "
-          "<action>up</action>, <action>down</action>, <action>left</action> or <action>right</action>.")
+# The system prompt of issue 13's runs (benchmarks/cso_comparison.sh reads it the same way).
+SYSTEM = yaml.safe_load((Path(__file__).resolve().parents[1] / "recipes/smoke-cso.yaml").read_text())["system_prompt"]
 
 
 def run(backend, tasks: int, best_of: int):

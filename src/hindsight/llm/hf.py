@@ -488,15 +488,17 @@ class HFBackend:
         """
         import torch
 
+        if not self.share_prefill or input_ids.shape[1] < 2:
+            return None
         slot: dict[tuple[int, ...], int] = {}  # a distinct prompt -> its row in the shared prefill
         distinct_rows: list[int] = []
         source = []  # row -> the shared prefill row its cache is copied from
-        for row, ids in enumerate(prompts):
-            if tuple(ids) not in slot:
-                slot[tuple(ids)] = len(distinct_rows)
+        for row, ids in enumerate(map(tuple, prompts)):
+            if ids not in slot:
+                slot[ids] = len(distinct_rows)
                 distinct_rows.append(row)
-            source.append(slot[tuple(ids)])
-        if not self.share_prefill or len(distinct_rows) == len(prompts) or input_ids.shape[1] < 2:
+            source.append(slot[ids])
+        if len(distinct_rows) == len(prompts):
             return None
         distinct = torch.tensor(distinct_rows, device=input_ids.device)
         ids, mask = input_ids[distinct, :-1], attention_mask[distinct, :-1]
