@@ -2,6 +2,10 @@
 
     python benchmarks/bestof_failures.py runs/cso/bon5-oracle [--json]
 
+The candidates of each best-of turn are in the evaluation's trajectory log only, so this needs
+a live run directory, outside the repository (results/cso keeps outcome tables: whether a
+failure fell or ran out of steps can be replayed from those, what else was sampled cannot).
+
 Reads a best-of evaluation (`hindsight eval --best-of N`; a run folder or its eval.jsonl) and
 replays every failed episode to its last turn. That turn either ran out of the step budget or
 ended the episode unsolved (a fall into a hole). For a fatal turn it tells whether
@@ -25,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from hindsight.agent.prm import replay_to
+from hindsight.agent.replay import replay_to
 from hindsight.logs import read_trajectories
 from hindsight.types import Trajectory
 

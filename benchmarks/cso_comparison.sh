@@ -23,8 +23,9 @@
 #   best-of-graded  bon5-oracle again with the oracle PRM that scores a fall below every
 #              recoverable mistake (8156a8f); run it with the toolkit at 6ee4649 plus that commit
 #              so that nothing else differs from bon5-oracle
-# Two jobs side by side, one core each. Across machines, `python benchmarks/keep.py save OUT_DIR
-# results/cso` keeps the finished runs in the repository and `restore` puts them back.
+# Two jobs side by side, one core each. `python benchmarks/keep.py OUT_DIR results/cso --commit SHA`
+# keeps each finished run's outcome table in the repository (results/README.md); a run that needs
+# another sitting continues from OUT_DIR, which lives outside the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/cso}

@@ -2,6 +2,9 @@
 
     python benchmarks/cso_signals.py runs/cso
 
+It reads per-turn signals (each move's log-probabilities, each round's logs), which only a live
+driver folder has, outside the repository: results/cso keeps outcome tables, not trajectories.
+
 cso_table.py counts test successes; this reads the turns behind them (the environments'
 planner judges every move, so it needs environments with a planner: the built-in ones):
 
@@ -43,8 +46,7 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
-from hindsight.agent.critic import PLAN_LIMIT, planner_distance
-from hindsight.agent.prm import replay_to
+from hindsight.agent.replay import PLAN_LIMIT, planner_distance, replay_to
 from hindsight.envs import make
 from hindsight.logs import read_trajectories
 from hindsight.logs.schema import trajectory_from_record

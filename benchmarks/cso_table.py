@@ -1,9 +1,10 @@
 """The tables of the CSO comparison (benchmarks/cso_comparison.sh), as Markdown.
 
-    python benchmarks/cso_table.py runs/cso
+    python benchmarks/cso_table.py results/cso
 
 Reads the start's evaluation (OUT/start) and the final test evaluations of every arm
-(OUT/{arm}-s{seed}). Each arm is compared with the start and with CSO on the same (seed, test
+(OUT/{arm}-s{seed}), from their kept outcome tables (results/cso) or a driver's live folder
+(`tables.py`). Each arm is compared with the start and with CSO on the same (seed, test
 task) pairs: the mean paired difference of test success and its 95% interval from a bootstrap
 over seeds and tasks (`hindsight.stats.paired_difference`). The funnel columns are CSO's own
 metrics summed over a run's rounds and averaged over its seeds; the env steps are each run's
@@ -14,7 +15,9 @@ The best-of section reads the inference-time evaluations of the start (OUT/sampl
 OUT/bon5-oracle, OUT/bon5-llm-prm): test success, the share of best-of turns whose readable
 candidates held more than one distinct action (where the PRM had a choice at all), the share of
 rated candidates that got the judge's fallback score, and each compared with the start, with
-sampling alone, and with CSO under the same PRM.
+sampling alone, and with CSO under the same PRM. The two shares are per-turn signals: they need
+the best-of run's trajectory log (a live run directory, outside the repository) and show – for a
+kept run.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ import argparse
 import json
 from pathlib import Path
 
-from tables import arm_outcomes, difference_header, difference_line, evaluation_outcomes, last_metric, metric_rows
+from tables import (
+    EVAL_LOG, arm_outcomes, difference_header, difference_line, evaluation_outcomes, last_metric, live_log, metric_rows,
+)
 
 from hindsight.logs import read_trajectories
 
@@ -47,7 +52,8 @@ BEST_OF = (("sampled-t1", "sampled at temperature 1, no choice", None),
 def choice_cells(folder: Path) -> tuple[str, str]:
     """The share of best-of turns whose readable candidates held two or more distinct actions, and
     the share of rated candidates whose score was the PRM's fallback (an unreadable judge answer)."""
-    turns = [step.candidates for t in read_trajectories(folder) for step in t.steps if step.candidates]
+    log = live_log(folder, EVAL_LOG)
+    turns = [step.candidates for t in read_trajectories(log) for step in t.steps if step.candidates] if log else []
     if not turns:
         return "–", "–"
     choices = sum(len({c.action for c in candidates if c.action is not None}) > 1 for candidates in turns)

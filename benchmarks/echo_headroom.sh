@@ -19,9 +19,9 @@
 #            and recipes/grpo-frozenlake6-graded.yaml), each with a final test evaluation of 300 tasks
 #   table    the paired differences (benchmarks/echo_table.py)
 # Two jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1)
-# keeps a driver on one core, and the start and critic stages use all of CORES. Across
-# machines, `python benchmarks/keep.py save OUT_DIR results/echo-headroom` keeps the finished
-# runs in the repository and `restore` puts them back (benchmarks/keep.py).
+# keeps a driver on one core, and the start and critic stages use all of CORES.
+# `python benchmarks/keep.py OUT_DIR results/echo-headroom --commit SHA` keeps each finished run's
+# outcome table in the repository (results/README.md); OUT_DIR, outside it, holds what continues.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/echo-headroom}
@@ -45,7 +45,7 @@ lake=("${lake6[@]}")  # `evaluate` reads $lake
 
 . benchmarks/lib.sh  # train, evaluate, spawn, arm
 
-# Exported adapters of the start and critic runs: what the arms start from (benchmarks/keep.py).
+# Exported adapters of the start and critic runs: what the arms start from.
 start="$out/start-adapter"
 critic="$out/critic-adapter"
 for stage in $stages; do

@@ -1,8 +1,9 @@
 """The tables of the ECHO re-run (benchmarks/echo_headroom.sh), as Markdown.
 
-    python benchmarks/echo_table.py runs/echo-headroom
+    python benchmarks/echo_table.py results/echo-headroom
 
-Reads the final test evaluations of the trained arms ({arm}-s{seed}) and their metrics. Each
+Reads the final test evaluations of the trained arms ({arm}-s{seed}), from their kept outcome
+tables (results/echo-headroom) or a driver's live folder (`tables.py`), and their metrics. Each
 ECHO arm is compared with GRPO, and each ablation with ECHO, on the same (seed, test task)
 pairs: the mean paired difference of test success and its 95% interval from a bootstrap over
 seeds and tasks (`hindsight.stats.paired_difference`). The per-arm rows add what tells whether

@@ -15,6 +15,9 @@ A critic can only help through uptake: a correct critique the policy does not fo
 worth no more than regeneration.
 
     python benchmarks/echo_uptake.py runs/echo-comparison/echo-s0 runs/echo-comparison/echo-s1
+
+The refinements are training logs, so this needs live run directories, outside the repository
+(results/ keeps outcome tables only).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from hindsight.agent.critic import ReplayDivergence, template_critique
+from hindsight.agent.critic import template_critique
+from hindsight.agent.replay import ReplayDivergence
 from hindsight.logs import read_trajectories
 from hindsight.types import Trajectory
 

@@ -2,6 +2,9 @@
 
     python benchmarks/fork_compare.py runs/selfguide/sg-gr-no-anneal-s2-float32
 
+It reads both runs' training logs and checkpoints, so it needs live run directories, outside the
+repository (results/ keeps outcome tables only).
+
 A fork and its source share their updates up to the fork; after it only λ(u) differs. This says
 what that difference did, from the two runs' folders:
 - per update after the fork: λ in each run, how many training trajectories are the same in both

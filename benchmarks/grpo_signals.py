@@ -2,6 +2,9 @@
 
     python benchmarks/grpo_signals.py runs/selfguide/grpo-s0 runs/selfguide/sg-s0 ...
 
+It reads a training log's per-turn signals, so it needs a live run directory, outside the
+repository (results/ keeps outcome tables, not trajectory logs).
+
 For each run, from `trajectories/train.jsonl`:
 - the trajectories that carried a gradient (advantage ≠ 0), split by how they ended (solved,
   failed by the environment, e.g. a fall into a hole, or failed at the step budget), with their

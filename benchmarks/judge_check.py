@@ -2,6 +2,8 @@
 
     python benchmarks/judge_check.py ROLLOUTS.jsonl --judge smollm2 [--states 6] [--max-new-tokens 16]
 
+ROLLOUTS is a trajectory log of a live run, outside the repository (results/ keeps outcome tables only).
+
 ROLLOUTS is a trajectory log of a built-in environment (a CSO run's `round-N/rollouts.jsonl`,
 an evaluation's `trajectories/eval.jsonl`). At the last state of each of the first `--states`
 failed episodes, the judge rates each admissible move with `JudgePRM`'s rubric, exactly as a

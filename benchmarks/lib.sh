@@ -2,8 +2,8 @@
 # The caller sets: out (the output folder), lake (an array of `hindsight eval` environment
 # flags) and, for `arm`, start (the adapter every arm starts from). Jobs run side by side, one
 # per core of CORES (default "0 1"), so two drivers can share the machine: CORES=0 for one,
-# CORES=1 for the other. Later runs start from exported adapters rather than from a run's
-# checkpoint, since benchmarks/keep.py keeps those in the repository and checkpoints are too big.
+# CORES=1 for the other. Later runs start from exported adapters in OUT rather than from a run's
+# checkpoint: an adapter is a fifth of a checkpoint's size to carry to the next machine.
 
 train() {  # train METHOD DIR ARGS...: a new run, or the unfinished one continued
   local method=$1 dir=$2

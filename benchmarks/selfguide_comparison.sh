@@ -22,9 +22,9 @@
 # runs {arm}-s{seed}-float32: the runs made on a CPU without bfloat16 instructions, where
 # bfloat16 is about 60 times slower (docs/results.md, Self-Guide's fifth amendment).
 # Two jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1)
-# keeps a driver on one core, and the start stage uses all of CORES. Across machines,
-# `python benchmarks/keep.py save OUT_DIR results/selfguide` keeps the finished runs in the
-# repository and `restore` puts them back (benchmarks/keep.py).
+# keeps a driver on one core, and the start stage uses all of CORES.
+# `python benchmarks/keep.py OUT_DIR results/selfguide --commit SHA` keeps each finished run's
+# outcome table in the repository (results/README.md); OUT_DIR, outside it, holds what continues.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/selfguide}

@@ -2,12 +2,21 @@
 
     python benchmarks/selfguide_table.py runs/selfguide
 
+    python benchmarks/selfguide_table.py results/selfguide
+
 Reads what the comparison wrote under OUT: the prompting evaluations (react, react-sg,
-reflexion, reflact) and the final test evaluations of the trained arms ({arm}-s{seed}). Each
+reflexion, reflact) and the final test evaluations of the trained arms ({arm}-s{seed}), from
+their kept outcome tables (results/selfguide) or a driver's live folder (`tables.py`). Each
 arm is compared with its baseline on the same (seed, test task) pairs: the mean paired
 difference of test success and its 95% interval from a bootstrap over seeds and tasks
 (`hindsight.stats.paired_difference`). Runs that have not finished are listed as missing, so
 the script can be run at any point of a long comparison.
+
+The columns made of per-turn signals need the trajectory logs of a live run directory, outside
+the repository, and show – for a kept run: the prompting runs' label agreement with the oracle
+and note parse failures (their steps' assessments), and the arms' groups trained on labels
+alone and mean Σ r_t (their training log, `trajectories/train.jsonl`). Everything else,
+metrics columns and failure endings included, comes out the same from the kept runs.
 """
 
 from __future__ import annotations
@@ -23,8 +32,8 @@ from hindsight.algos.selfguide import guidance_only_groups
 from hindsight.diagnostics.runs import read_run_config
 from hindsight.logs import read_trajectories
 from tables import (
-    arm_table, difference_header, difference_line, env_steps, evaluation_outcomes, failure_endings, metric,
-    final_failure_endings, without_runs,
+    EVAL_LOG, arm_table, difference_header, difference_line, env_steps, evaluation_outcomes, final_failure_endings,
+    live_log, metric, run_failure_endings, without_runs,
 )
 PROMPTING = (("react", "ReAct"), ("react-sg", "ReAct+SG"), ("reflexion", "Reflexion (3 attempts)"),
              ("reflact", "ReFlAct"))
@@ -47,11 +56,6 @@ def agreement(trajectories) -> str:
     return f"{agreed / compared:.3f} ({compared})" if compared else "–"
 
 
-def last_attempts(trajectories) -> list:
-    """Each task's last attempt (Reflexion logs every attempt of a task, in order)."""
-    return list({t.seed: t for t in trajectories}.values())
-
-
 def prompting_table(out: Path) -> list[str]:
     lines = ["| prompting (the start, greedy) | tasks | success | success by attempt | mean steps | invalid | "
              "label agreement with the oracle (turns) | note parse failures | failures: fell / out of steps |",
@@ -62,7 +66,8 @@ def prompting_table(out: Path) -> list[str]:
             lines.append(f"| {title} | missing | | | | | | | |")
             continue
         summary = json.loads(summary_path.read_text())
-        trajectories = list(read_trajectories(out / name))
+        log = live_log(out / name, EVAL_LOG)
+        trajectories = list(read_trajectories(log)) if log is not None else []
         notes = [s.assessment for t in trajectories for s in t.steps if s.assessment is not None]
         failures = f"{sum(n.parse_error is not None for n in notes)} / {len(notes)}" if notes else "–"
         by_attempt = ", ".join(f"{x:.3f}" for x in summary.get("success_by_attempt") or []) or "–"
@@ -70,7 +75,7 @@ def prompting_table(out: Path) -> list[str]:
         lines.append(f"| {title} | {summary['episodes']} | {summary['success_rate']:.3f} | {by_attempt} | "
                      f"{summary['mean_steps']:.2f} | {summary['invalid_rate']:.3f} | "
                      f"{agreement(labelled) if labelled else '–'} | {failures} | "
-                     f"{failure_endings(last_attempts(trajectories))} |")
+                     f"{run_failure_endings(out / name, EVAL_LOG)} |")
     return lines
 
 

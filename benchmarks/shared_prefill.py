@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from hindsight.agent.engine import BestOfN, RolloutConfig, RolloutEngine, Task
-from hindsight.agent.prm import OraclePRM
+from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
+from hindsight.agent.prm import BestOfN, OraclePRM
 from hindsight.agent.prompts import Memory
 from hindsight.envs import make
 from hindsight.llm import load_model

@@ -2,12 +2,17 @@
 the per-arm and paired-difference rows (imported by the sibling `*_table.py` scripts).
 
 Every arm is a set of runs `OUT/{arm}-s{seed}`, each with a final greedy evaluation on the same
-test tasks (`trajectories/eval-test-final.jsonl`). A run's folder may carry a tag after its seed
-(`sg-s2-float32`): a run made differently on purpose, here with other weight dtypes. An outcome
-is keyed by (run label, task seed), the label being what follows the arm's name ("s0",
+test tasks. OUT is either a comparison's kept folder under results/ (each run's outcome table,
+`outcomes.jsonl.gz`: results/README.md) or a driver's live output folder, whose runs still have
+their trajectory logs (`trajectories/eval-test-final.jsonl`, `trajectories/eval.jsonl`); the
+outcomes are the same either way (`hindsight.logs.outcomes`). A run's folder may carry a tag after
+its seed (`sg-s2-float32`): a run made differently on purpose, here with other weight dtypes. An
+outcome is keyed by (run label, task seed), the label being what follows the arm's name ("s0",
 "s2-float32"), so two arms are compared on exactly the runs and tasks both have
 (`hindsight.stats.paired_difference`), and a tagged run pairs only with runs of the same tag. A
 run that has not finished is left out, so a table can be printed at any point of a comparison.
+How a failed episode ended (in the task, or at the step budget) is read from a live log's flags,
+or found by replaying a kept run's actions (`hindsight outcomes check` replays them the same way).
 """
 
 from __future__ import annotations
@@ -17,29 +22,51 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Collection, Iterable, Mapping, Sequence
 
+from hindsight.cli.outcomes import replay_run
 from hindsight.logs import read_metrics, read_trajectories
 from hindsight.logs.importers import episode_ending
+from hindsight.logs.outcomes import Outcome, outcomes_from_trajectories, outcomes_path, read_outcomes
 from hindsight.stats import paired_difference
 
 LABELS = ("s0", "s1", "s2")
 Outcomes = dict[tuple[str, int], float]
 
 
+#: The live evaluation log of a training run (its final test evaluation) and of a `hindsight eval` run.
+FINAL_LOG, EVAL_LOG = "eval-test-final", "eval"
+
+
+def live_log(run: Path, log: str) -> Path | None:
+    """A live run's evaluation log `trajectories/{log}.jsonl`; None for a kept run or before it exists."""
+    path = run / "trajectories" / f"{log}.jsonl"
+    return path if path.exists() else None
+
+
+def run_outcomes(run: Path, log: str) -> list[Outcome] | None:
+    """A finished run's test outcomes: its kept outcome table, else derived from its live log `log`;
+    None while the run is unfinished or has neither."""
+    if not (run / "summary.json").exists():
+        return None
+    kept = outcomes_path(run)
+    if kept is not None:
+        return read_outcomes(kept)
+    path = live_log(run, log)
+    return outcomes_from_trajectories(read_trajectories(path)) if path is not None else None
+
+
 def final_outcomes(run: Path, label: str) -> Outcomes | None:
     """Success per (run label, test task) of a finished training run; None while it is unfinished."""
-    log = run / "trajectories" / "eval-test-final.jsonl"
-    if not (run / "summary.json").exists() or not log.exists():
-        return None
-    return {(label, t.seed): float(t.success) for t in read_trajectories(log)}
+    outcomes = run_outcomes(run, FINAL_LOG)
+    return None if outcomes is None else {(label, o.task_seed): float(o.success) for o in outcomes}
 
 
 def evaluation_outcomes(folder: Path, labels: Iterable[str] = LABELS) -> Outcomes | None:
     """A `hindsight eval` folder's greedy outcomes, repeated for every run label: an untrained start
     is the same policy whatever seed its comparison arms use, so each arm's run pairs with it."""
-    if not (folder / "summary.json").exists():
+    outcomes = run_outcomes(folder, EVAL_LOG)
+    if outcomes is None:
         return None
-    outcomes = {t.seed: float(t.success) for t in read_trajectories(folder)}
-    return {(label, task): value for label in labels for task, value in outcomes.items()}
+    return {(label, o.task_seed): float(o.success) for label in labels for o in outcomes}
 
 
 def arm_runs(out: Path, arm: str) -> list[tuple[str, Path]]:
@@ -56,8 +83,11 @@ def shown_label(label: str) -> str:
 
 
 def metric_rows(run: Path) -> list[dict]:
-    """A run's metrics rows; none while it has no metrics log."""
-    return read_metrics(run) if (run / "metrics.jsonl").exists() else []
+    """A run's metrics rows (a live `metrics.jsonl` or a kept `metrics.jsonl.gz`); none while it has neither."""
+    for name in ("metrics.jsonl", "metrics.jsonl.gz"):
+        if (run / name).exists():
+            return read_metrics(run / name)
+    return []
 
 
 def last_metric(rows: list[dict], name: str) -> float | None:
@@ -103,15 +133,37 @@ def env_steps(run: Path) -> str:
     return str(int(last_metric(metric_rows(run), "rollout/env_steps") or 0))
 
 
+def last_attempts(trajectories: Iterable) -> list:
+    """Each task's last attempt (Reflexion logs every attempt of a task, in order)."""
+    return list({t.seed: t for t in trajectories}.values())
+
+
+def endings_cell(endings: Iterable[str | None]) -> str:
+    """"ended by the env (a fall) / at the step budget" counts of the failed episodes' endings."""
+    ended = Counter(endings)
+    return f"{ended['env']} / {ended['budget']}" if ended else "–"
+
+
 def failure_endings(trajectories: Iterable) -> str:
     """How the failed trajectories ended: "ended by the env (a fall) / at the step budget" counts."""
-    ended = Counter(episode_ending(t.terminated, t.truncated) for t in trajectories if not t.success)
-    return f"{ended['env']} / {ended['budget']}" if ended else "–"
+    return endings_cell(episode_ending(t.terminated, t.truncated) for t in trajectories if not t.success)
+
+
+def run_failure_endings(run: Path, log: str) -> str:
+    """`failure_endings` of a run's evaluation: each task's last attempt in a live log, or the replay
+    of a kept run's actions (the same episodes: the replay reproduces them)."""
+    path = live_log(run, log)
+    if path is not None:
+        return failure_endings(last_attempts(read_trajectories(path)))
+    if outcomes_path(run) is None:
+        return "–"
+    return endings_cell(episode_ending(replayed.terminated, replayed.truncated)
+                        for outcome, replayed in replay_run(run) if not outcome.success)
 
 
 def final_failure_endings(run: Path) -> str:
     """`failure_endings` of a run's final test evaluation."""
-    return failure_endings(read_trajectories(run / "trajectories" / "eval-test-final.jsonl"))
+    return run_failure_endings(run, FINAL_LOG)
 
 
 def arm_table(out: Path, arms: Sequence[tuple[str, str]], columns: Sequence[Column],

@@ -4,8 +4,8 @@ import json
 import sys
 from pathlib import Path
 
-from hindsight.agent.engine import BestOfN, RolloutConfig, RolloutEngine, Task
-from hindsight.agent.prm import PRMScore
+from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
+from hindsight.agent.prm import BestOfN, PRMScore
 from hindsight.agent.prompts import Memory
 from hindsight.envs import make
 from hindsight.logs.schema import trajectory_to_record

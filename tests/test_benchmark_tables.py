@@ -3,6 +3,7 @@
 import contextlib
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -281,3 +282,26 @@ def test_selfguide_table_compares_seed_2_in_float32_and_pairs_the_follow_up_in_b
     assert "| GRPO+SG (λ ≡ 0) − GRPO | +0.250 [" in text and "1 runs × 4 tasks | +0.250 (s2-float32) |" in text
     assert "| GRPO − the start (ReAct) | +0.000 [" in text and "+0.000 (s2-float32) |" in text
     assert "| GRPO, token-mean aggregation (follow-up) − GRPO | +0.250 [" in text  # against bfloat16 seed 2
+
+
+def test_the_kept_outcome_tables_give_the_tables_of_the_live_runs(tmp_path):
+    """Real (replayable) random-policy evaluations as a driver leaves them, and their kept form:
+    every table prints the same, failure endings (replayed for the kept runs) included."""
+    import keep
+
+    from hindsight.cli.main import main
+
+    live, kept = tmp_path / "live", tmp_path / "kept"
+    for name, seed in (("start", 0), ("react", 0), ("react-sg", 1), ("grpo-s0", 2), ("echo-s0", 3), ("cso-s0", 4)):
+        assert main(["eval", "--env", "frozenlake", "--set", "size=4", "--model", "random", "--episodes", "12",
+                     "--seed", str(seed), "--out", str(live / name), "--json"]) == 0
+        if name.endswith("-s0"):  # a trained run's final test evaluation
+            (live / name / "trajectories" / "eval.jsonl").rename(live / name / "trajectories" / "eval-test-final.jsonl")
+    keep.keep(live, kept, None, [])
+    assert not list(kept.rglob("*.jsonl"))  # no trajectory log is kept
+    for script in ("echo_table", "cso_table", "selfguide_table"):
+        text = table(script, kept)
+        assert text == table(script, live)
+        assert "1 runs × 12 tasks" in text
+        # The failed episodes' endings, where the table shows them: "fell / out of steps" counts.
+        assert script == "cso_table" or re.search(r"\| \d+ / \d+ \|", text)

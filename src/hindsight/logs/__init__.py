@@ -1,6 +1,9 @@
 """Run directories and the trajectory log format."""
 
 from hindsight.logs.importers import TrajectoryView, detect_format, import_trajectories, read_views
+from hindsight.logs.outcomes import (
+    Outcome, OutcomeError, RunInfo, outcomes_from_trajectories, read_outcomes, read_run, write_run,
+)
 from hindsight.logs.reader import (
     LogIssue, iter_json_lines, iter_metric_rows, read_metrics, read_trajectories, trajectory_files,
 )
@@ -8,7 +11,8 @@ from hindsight.logs.schema import FORMAT, VERSION, SchemaError, trajectory_from_
 from hindsight.logs.writer import JsonlAppender, RunDir, TrajectoryWriter
 
 __all__ = [
-    "FORMAT", "VERSION", "JsonlAppender", "LogIssue", "RunDir", "SchemaError", "TrajectoryView", "TrajectoryWriter",
-    "detect_format", "import_trajectories", "iter_json_lines", "iter_metric_rows", "read_metrics", "read_trajectories",
-    "read_views", "trajectory_files", "trajectory_from_record", "trajectory_to_record",
+    "FORMAT", "VERSION", "JsonlAppender", "LogIssue", "Outcome", "OutcomeError", "RunDir", "RunInfo", "SchemaError",
+    "TrajectoryView", "TrajectoryWriter", "detect_format", "import_trajectories", "iter_json_lines", "iter_metric_rows",
+    "outcomes_from_trajectories", "read_metrics", "read_outcomes", "read_run", "read_trajectories", "read_views",
+    "trajectory_files", "trajectory_from_record", "trajectory_to_record", "write_run",
 ]
