@@ -12,6 +12,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# pytest-xdist (`-n 2` in pyproject.toml) runs the suite in worker processes that share the
+# cores: each worker gets its share of torch threads, set before anything imports torch and
+# inherited by the processes a test starts. Two workers that each spin a thread per core
+# contend for every core, and torch then runs several times slower than on one thread.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, _workers)))
+
 
 def pytest_report_header(config):
     import importlib.util
@@ -103,11 +111,20 @@ def tiny_lora_model_dir(tmp_path_factory, bundled_tokenizer) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    """A local Ray cluster of 2 CPUs for one test module (env actors and model replicas join it)."""
+def ray_cluster(tmp_path_factory):
+    """A local Ray cluster of 2 CPUs for one test module (env actors and model replicas join it).
+
+    One cluster at a time on the machine: an xdist worker waits for the other's to shut down.
+    """
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the folder every worker's base temp lives in
+    with FileLock(str(shared / "ray-cluster.lock")):
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            yield ray
+        finally:
+            ray.shutdown()

@@ -5,6 +5,7 @@ bundled one; `test_the_shipped_adapter_plays_frozenlake` checks the real one on 
 """
 
 import json
+import re
 
 import pytest
 import torch
@@ -55,6 +56,11 @@ def test_demo_evaluates_both_models_on_the_same_tasks_and_writes_a_report(monkey
                  "hindsight train sft --config X --out Y"):
         assert text in printed, text
     assert (out / "report" / "index.html").is_file()
+    # The report's trajectory viewer holds every trajectory the demo played, for both models.
+    html = (out / "report" / "index.html").read_text(encoding="utf-8")
+    viewer = json.loads(re.search(r'<script type="application/json" id="viewer-data">(.*?)</script>', html,
+                                  re.DOTALL).group(1))
+    assert {run["label"]: len(run["trajectories"]) for run in viewer["runs"]} == {"zero-shot": 3, "trained": 3}
     seeds = {}
     for label in ("zero-shot", "trained"):
         config = yaml.safe_load((out / label / "config.yaml").read_text())

@@ -14,9 +14,20 @@ def test_needs_a_missing_package():
 '''
 
 
-def run_pytest(folder: Path, strict: bool) -> int:
+SKIPPING_MODULE = '''
+import pytest
+
+pytest.importorskip("hindsight_no_such_package")
+
+
+def test_in_a_module_that_needs_a_missing_package():
+    pass
+'''
+
+
+def run_pytest(folder: Path, strict: bool, *options: str) -> int:
     env = {**os.environ, "HINDSIGHT_STRICT_SKIPS": "1" if strict else "0"}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)],
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options, str(folder)],
                           cwd=folder, env=env, capture_output=True).returncode
 
 
@@ -25,3 +36,14 @@ def test_a_skip_fails_only_in_strict_mode(tmp_path):
     (tmp_path / "test_skipping.py").write_text(SKIPPING)
     assert run_pytest(tmp_path, strict=False) == 0
     assert run_pytest(tmp_path, strict=True) == 1
+
+
+def test_a_skip_fails_in_strict_mode_under_xdist_too(tmp_path):
+    """The suite runs in pytest-xdist workers (pyproject's addopts): their skips reach the verdict."""
+    shutil.copy(Path(__file__).parent / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_skipping.py").write_text(SKIPPING)
+    (tmp_path / "test_skipping_module.py").write_text(SKIPPING_MODULE)
+    assert run_pytest(tmp_path, False, "-n", "2", "--dist", "loadfile") == 0
+    assert run_pytest(tmp_path, True, "-n", "2", "--dist", "loadfile") == 1
+    (tmp_path / "test_skipping.py").unlink()  # the module-level skip alone still fails the run
+    assert run_pytest(tmp_path, True, "-n", "2", "--dist", "loadfile") == 1

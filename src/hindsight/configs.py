@@ -17,6 +17,8 @@ from typing import Any, Mapping, TypeVar
 
 import yaml
 
+from hindsight.registry import UnknownName
+
 T = TypeVar("T")
 
 
@@ -93,7 +95,7 @@ def from_mapping(cls: type[T], values: Mapping[str, Any]) -> T:
     coerced = {key: _coerce(key, value, hints[key]) for key, value in values.items()}
     try:
         return cls(**coerced)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, UnknownName) as exc:  # UnknownName: a name no registry has
         raise ConfigError(f"{cls.__name__}: {exc}") from None
 
 

@@ -33,7 +33,8 @@ class EnvView(Protocol):
     """What a privileged policy (oracle, random) may ask of the live environment.
 
     Language-model backends never see this; it lets `oracle` and `random` act on the
-    true state without the model layer importing the environment layer.
+    true state without the model layer importing the environment layer. The whole
+    environment contract, `hindsight.envs.contract.Env`, extends it.
     """
 
     def oracle_action(self) -> str:

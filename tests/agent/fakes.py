@@ -19,6 +19,7 @@ class LineEnv:
         self.position = 0
         self.steps = 0
         self.resets: list[int] = []
+        self.closed = 0  # close() calls: the engine closes every environment it makes
 
     @property
     def instruction(self) -> str:
@@ -56,6 +57,9 @@ class LineEnv:
 
     def admissible_actions(self) -> Sequence[str]:
         return ["left", "right"]
+
+    def close(self) -> None:
+        self.closed += 1
 
 
 class RecordingBackend:

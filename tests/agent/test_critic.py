@@ -5,10 +5,11 @@ import pytest
 
 from hindsight.agent.critic import (
     CriticPrompt, Departure, ModelCritic, NoCritic, TemplateCritic, advice_task, first_departure, parse_critique,
-    planner_distance, planner_moves, template_critique,
+    planner_moves, template_critique,
 )
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.prompts import Memory, PromptBuilder
+from hindsight.agent.replay import planner_distance
 from hindsight.envs import make
 from hindsight.llm.scripted import OracleBackend
 from hindsight.types import Completion, SamplingParams

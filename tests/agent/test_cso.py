@@ -7,7 +7,8 @@ import pytest
 
 from hindsight.agent.cso import branch_points, make_pairs, sample_alternatives, score_steps, verify
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
-from hindsight.agent.prm import JudgePRM, OraclePRM, StepQuery, parse_score, replay_to
+from hindsight.agent.prm import JudgePRM, OraclePRM, StepQuery, parse_score
+from hindsight.agent.replay import replay_to
 from hindsight.agent.prompts import Memory
 from hindsight.envs import make
 from hindsight.llm import load_model

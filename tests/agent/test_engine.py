@@ -1,9 +1,10 @@
 import pytest
 
 from hindsight.agent.engine import (
-    ReplayDivergence, RolloutConfig, RolloutEngine, Task, branch_task, replay_prefix,
+    RolloutConfig, RolloutEngine, Task, branch_task, replay_prefix,
 )
 from hindsight.agent.prompts import Memory
+from hindsight.agent.replay import ReplayDivergence
 from hindsight.types import Assessment, ChatMessage, Completion
 
 from .fakes import LineEnv, RecordingBackend
@@ -24,6 +25,33 @@ def test_one_batched_call_per_turn_for_all_active_episodes():
     assert sorted(t.seed for t in trajectories) == list(range(6))
     assert all(t.success and t.terminated and not t.truncated for t in trajectories)
     assert {t.num_steps for t in trajectories if t.seed % 2} == {2}
+
+
+def test_the_engine_closes_every_environment_it_makes():
+    made = []
+
+    def make_env():
+        made.append(LineEnv())
+        return made[-1]
+
+    eng = RolloutEngine(make_env, RecordingBackend(lambda r: RIGHT), RolloutConfig(concurrency=2))
+    assert len(eng.run([Task(seed=s) for s in range(5)])) == 5
+    assert len(made) == 5 and [env.closed for env in made] == [1] * 5
+
+
+def test_environments_still_running_are_closed_when_the_caller_stops_early():
+    made = []
+
+    def make_env():
+        made.append(LineEnv())
+        return made[-1]
+
+    eng = RolloutEngine(make_env, RecordingBackend(lambda r: RIGHT), RolloutConfig(concurrency=4))
+    run = eng.iter_run([Task(seed=s) for s in (1, 0, 0, 0)])  # seed 1 finishes a turn before the others
+    first = next(run)
+    assert first.seed == 1 and [env.closed for env in made] == [1, 0, 0, 0]
+    run.close()
+    assert [env.closed for env in made] == [1, 1, 1, 1]
 
 
 def test_finished_slots_are_refilled_from_the_queue():
@@ -221,7 +249,7 @@ def test_a_turn_limit_samples_actions_at_a_replayed_state_in_one_call():
 def test_best_of_n_takes_the_first_best_candidate_and_records_every_rated_one():
     from itertools import count
 
-    from hindsight.agent.engine import BestOfN
+    from hindsight.agent.prm import BestOfN
     from hindsight.agent.prm import PRMScore
 
     class SaysRightIsBest:

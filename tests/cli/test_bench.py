@@ -92,11 +92,10 @@ def _parse(args):
 @pytest.mark.parametrize("scale,target", [(QUICK, Target()), (FULL, Target()),
                                           (QUICK, Target("hf:/models/tiny+runs/x", "blocksworld"))])
 def test_every_command_of_the_plan_is_valid_for_the_cli_and_its_config(tmp_path, scale, target):
-    from hindsight.cli.train import METHODS
     from hindsight.configs import load_config, parse_overrides
     from hindsight.envs import make
     from hindsight.llm import parse_spec
-    import importlib
+    from hindsight.methods.registry import load_training_methods
 
     plan = build_plan(scale, target, tmp_path / "bench")
     for cell in plan.cells:
@@ -105,9 +104,7 @@ def test_every_command_of_the_plan_is_valid_for_the_cli_and_its_config(tmp_path,
             assert args.command == step.command().args[0]
             if isinstance(step, Train):
                 # What `hindsight train` does before it trains: load the recipe with the overrides.
-                entry = METHODS[args.method]
-                config = load_config(getattr(importlib.import_module(entry.module), entry.config), args.config,
-                                     args.overrides)
+                config = load_config(load_training_methods().get(args.method).config, args.config, args.overrides)
                 assert config.env == ("blocksworld" if target.env else "frozenlake")
                 run = step.run
                 run.mkdir(parents=True)

@@ -60,3 +60,17 @@ def test_nothing_rolled_out_logs_nothing():
     empty = walk_trajectory("", "", success=False, max_steps=4)
     assert live_tide_metrics([empty]) == {"tide/auv": 0.0}
     assert live_tide_from_tallies([tally(empty)]).loop_ratio is None
+
+
+def test_action_entropy_is_the_mean_over_the_steps_that_report_one():
+    from dataclasses import replace
+
+    first, second, third = update_rollouts()
+    # Step means: 1.0 and 0.5 in the first episode, 2.0 in the second's first step; the
+    # third episode's backend reported nothing, so its steps do not count.
+    first = replace(first, steps=(replace(first.steps[0], action_entropies=(0.5, 1.5)),
+                                  replace(first.steps[1], action_entropies=(0.5,))))
+    second = replace(second, steps=(replace(second.steps[0], action_entropies=(2.0,)), *second.steps[1:]))
+    assert live_tide([first, second, third]).action_entropy == pytest.approx((1.0 + 0.5 + 2.0) / 3)
+    assert live_tide_metrics([first, second, third])["tide/action_entropy"] == pytest.approx(3.5 / 3)
+    assert "tide/action_entropy" not in live_tide_metrics(update_rollouts())

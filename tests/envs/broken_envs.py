@@ -7,6 +7,8 @@ hash-seed probe rebuilds the environment class inside a subprocess.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+from typing import Any
 
 from hindsight.envs import FrozenLake
 
@@ -110,3 +112,84 @@ class GoldPathLake(FrozenLake):
 class GoldPathClaimingToPlan(GoldPathLake):
     id = "test-gold-path-claiming-to-plan"
     oracle_replans = True
+
+
+class ContractLake:
+    """FrozenLake behind the contract alone: it wraps one and subclasses nothing, so the checker
+    must accept it for having the contract's members (`hindsight.envs.contract.Env`)."""
+
+    id = "test-contract-lake"
+    description = "FrozenLake, wrapped"
+    oracle_replans = True
+    has_oracle = True
+
+    def __init__(self, **kwargs: Any):
+        self._lake = FrozenLake(**kwargs)
+        self.closes = 0
+
+    @property
+    def criteria(self) -> str:
+        return self._lake.criteria
+
+    @property
+    def instruction(self) -> str:
+        return self._lake.instruction
+
+    @property
+    def max_steps(self) -> int:
+        return self._lake.max_steps
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self._lake.config
+
+    @property
+    def done(self) -> bool:
+        return self._lake.done
+
+    def reset(self, seed: int) -> tuple[str, dict[str, Any]]:
+        return self._lake.reset(seed)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        return self._lake.step(action)
+
+    def close(self) -> None:
+        self.closes += 1
+
+    def state_key(self) -> str:
+        return self._lake.state_key()
+
+    def score(self) -> float:
+        return self._lake.score()
+
+    def is_success(self) -> bool:
+        return self._lake.is_success()
+
+    def oracle_action(self) -> str:
+        return self._lake.oracle_action()
+
+    def admissible_actions(self) -> Sequence[str]:
+        return self._lake.admissible_actions()
+
+    def split_seeds(self, split: str, n: int, start: int = 0) -> list[int]:
+        return self._lake.split_seeds(split, n, start)
+
+    def seed_split(self, seed: int) -> str:
+        return self._lake.seed_split(seed)
+
+    def instance_for(self, seed: int) -> dict[str, Any]:
+        return self._lake.instance_for(seed)
+
+
+class StickyClose(FrozenLake):
+    """`close` ends the lake for good: the next reset fails, as a process that cannot be started again would."""
+
+    id = "test-sticky-close"
+
+    def close(self) -> None:
+        self.closed = True
+
+    def reset(self, seed: int) -> tuple[str, dict[str, Any]]:
+        if getattr(self, "closed", False):
+            raise RuntimeError("closed for good")
+        return super().reset(seed)

@@ -8,7 +8,7 @@ import time
 from typing import Any, Iterator
 
 from hindsight.envs import FrozenLake, register
-from hindsight.envs.base import EnvFailure
+from hindsight.envs.contract import EnvFailure
 from hindsight.envs.server import EnvPool, listen, server_for
 
 
@@ -54,7 +54,7 @@ class DeadLake(FrozenLake):
 @contextlib.contextmanager
 def failing_envs_registered() -> Iterator[None]:
     """The failing environments above in the registry, for the duration only (registry tests list its ids)."""
-    from hindsight.envs import _REGISTRY
+    from hindsight.envs.catalog import _REGISTRY
 
     for cls in (ExplodingLake, FlakyLake, DeadLake):
         register(cls)

@@ -2,6 +2,7 @@
 
 import pytest
 from broken_envs import (
+    ContractLake,
     CrashOnJunk,
     DriftingKey,
     GoldPathClaimingToPlan,
@@ -10,9 +11,10 @@ from broken_envs import (
     LazyOracle,
     OverScored,
     SetOrderKey,
+    StickyClose,
 )
 
-from hindsight.envs import FrozenLake
+from hindsight.envs import Env, FrozenLake, TextEnv
 from hindsight.envs.checker import CheckReport, check_env
 
 
@@ -24,6 +26,20 @@ def test_a_sound_class_passes_when_given_directly():
     report = check_env(FrozenLake, {"size": 5}, seeds=3, prefixes=1)
     assert report.ok, report.violations
     assert report.env_id == "frozenlake" and "hash-seed" in report.checks and not report.notes
+
+
+def test_an_environment_that_only_implements_the_contract_passes():
+    lake = ContractLake(size=5)
+    assert isinstance(lake, Env) and not isinstance(lake, TextEnv)
+    report = check_env(ContractLake, {"size": 5}, seeds=3, prefixes=1)
+    assert report.ok, report.violations
+    assert report.env_id == "test-contract-lake" and {"close", "splits", "hash-seed"} <= set(report.checks)
+
+
+def test_a_close_that_spoils_the_next_reset_is_caught():
+    report = check_env(StickyClose, seeds=2, prefixes=1, hash_seed_check=False)
+    assert _checks_failed(report) == {"close"}, report.violations
+    assert "reset after close raised RuntimeError: closed for good" in report.violations[0]
 
 
 def test_nondeterministic_state_key_is_caught():

@@ -3,7 +3,8 @@
 import pytest
 from serving import FlakyLake, failing_envs_registered, serving
 
-from hindsight.agent.engine import ENV_RESTARTS, ReplayDivergence, RolloutConfig, RolloutEngine, Task
+from hindsight.agent.engine import ENV_RESTARTS, RolloutConfig, RolloutEngine, Task
+from hindsight.agent.replay import ReplayDivergence
 from hindsight.agent.prompts import Memory
 from hindsight.envs import make
 from hindsight.envs.server import EnvPool

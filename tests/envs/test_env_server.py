@@ -6,14 +6,14 @@ import time
 
 import httpx
 import pytest
+from serving import failing_envs_registered, serving
 
 from hindsight.envs import EnvError, EnvFailure, make
 from hindsight.envs import remote as remote_module
 from hindsight.envs.checker import check_env
-from hindsight.envs.remote import RemoteEnv, env_label, parse_env_url
+from hindsight.envs.proxy import env_label, parse_env_url
+from hindsight.envs.remote import RemoteEnv
 from hindsight.envs.server import EnvPool
-
-from serving import serving, failing_envs_registered
 
 
 @pytest.fixture(scope="module")

@@ -41,9 +41,9 @@ def test_clean_check_exits_zero(capsys):
 def test_check_of_a_broken_env_exits_one(capsys, monkeypatch):
     from broken_envs import LazyOracle
 
-    import hindsight.envs as envs
+    import hindsight.envs.catalog as catalog
 
-    monkeypatch.setitem(envs._REGISTRY, LazyOracle.id, LazyOracle)
+    monkeypatch.setitem(catalog._REGISTRY, LazyOracle.id, LazyOracle)
     assert main(["envs", "check", LazyOracle.id, "--seeds", "3", "--no-hash-seed"]) == 1
     assert "violation: [oracle]" in capsys.readouterr().out
 

@@ -5,14 +5,13 @@ import json
 import socket
 
 import pytest
+from fake_webshop_site import app
+from serving import serving_app
 
 from hindsight.cli.main import main
 from hindsight.envs import EnvError, list_envs, make
-from hindsight.envs.base import EnvFailure
+from hindsight.envs.contract import EnvFailure
 from hindsight.logs import read_trajectories
-
-from fake_webshop_site import app
-from serving import serving_app
 
 WINNING = ["search[red coffee mug]", "click[B01MUG]", "click[red]", "click[16 oz]", "click[buy now]"]
 

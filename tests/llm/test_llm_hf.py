@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from hindsight.llm.hf import (
+from hindsight.llm.hf import (  # noqa: E402 (after the importorskips above)
     CACHE_MANIFEST,
     HFBackend,
     bundled_gguf_path,

@@ -115,10 +115,11 @@ def trained(tiny_lora_model_dir):
 @pytest.mark.slow
 def test_pushed_weights_are_the_only_ones_sampled_from(ray_cluster, tiny_lora_model_dir, trained):
     from hindsight.llm.replicas import ReplicaBackend
+    from hindsight.train.replicas import TrainableReplica
     from hindsight.train.served import compare_logprobs, probe_sequences
 
-    backend = ReplicaBackend.start(f"hf:{tiny_lora_model_dir}", spec="ray:tiny", replicas=2, lora=trained.lora,
-                                   roles=trained.roles)
+    backend = ReplicaBackend.start(f"hf:{tiny_lora_model_dir}", load_model, spec="ray:tiny", replicas=2,
+                                   replica=TrainableReplica, replica_args=(trained.lora, trained.roles))
     try:
         with pytest.raises(ModelError, match="no policy weights were pushed"):
             backend.sample(REQUESTS, PARAMS, "policy")

@@ -10,6 +10,7 @@ import pytest
 
 from hindsight.agent.critique_judge import CritiqueJudge
 from hindsight.algos.echo_analysis import failure_drift, split_stages
+from hindsight.cli.echo_page import write_page
 from hindsight.cli.main import main
 from hindsight.configs import ConfigError
 from hindsight.llm.scripted import ScriptedBackend
@@ -21,9 +22,12 @@ from .echo_runs import WordHashEmbedder, write_echo_run
 
 
 def analyse(run, out, judge=None, embedder=None, **options):
+    """The analysis as `hindsight echo-analyze` makes it: the method's data files, then the command's page."""
     embedder = embedder or WordHashEmbedder()
-    return analyse_echo_run(run, out, AnalysisOptions(**{"permutations": 50, "projection": "pca", **options}),
-                            embedder=lambda: embedder, judge=judge, judge_name="scripted")
+    analysis = analyse_echo_run(run, out, AnalysisOptions(**{"permutations": 50, "projection": "pca", **options}),
+                                embedder=lambda: embedder, judge=judge, judge_name="scripted")
+    write_page(analysis, out)
+    return analysis
 
 
 def test_drift_of_failures_that_change_kind(tmp_path):

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from hindsight.cli.train import METHODS
 from hindsight.configs import load_config
 from hindsight.envs import make
-from hindsight.envs.actors import parse_ray_env
+from hindsight.envs.proxy import parse_ray_env
+from hindsight.methods.registry import load_training_methods
 
 RECIPES = sorted((Path(__file__).parents[2] / "recipes").glob("*.yaml"))
 
@@ -19,12 +19,9 @@ def test_recipes_exist():
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.name)
 def test_recipe_loads_into_its_methods_config(recipe):
-    import importlib
-
     usage = re.search(rf"hindsight train ([a-z-]+)[^\n]*--config recipes/{re.escape(recipe.name)}", recipe.read_text())
     assert usage, f"{recipe.name} has no `hindsight train METHOD --config recipes/{recipe.name}` usage line"
-    entry = METHODS[usage.group(1)]
-    config_cls = getattr(importlib.import_module(entry.module), entry.config)
+    config_cls = load_training_methods().get(usage.group(1)).config
     # Recipes that start from another run name it with --set (a path, or an upper-case
     # placeholder such as ATTEMPTS_RUN); a placeholder path stands in for it.
     named = set(re.findall(r"--set ([a-z_]+)=[A-Z]", recipe.read_text()))  # --set KEY=PLACEHOLDER

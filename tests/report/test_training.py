@@ -235,3 +235,29 @@ def test_names_and_settings_are_escaped(tmp_path):
     config = {**GRPO, "kind": HOSTILE, "env": HOSTILE}
     html = report(tmp_path, write_training_run(tmp_path / "run", config, grpo_rows((0.5, 0.6))))
     assert HOSTILE not in html and "&lt;script&gt;" in html
+
+
+def kept_selfguide_run(tmp_path, name):
+    """A kept Self-Guide run (results/selfguide) unpacked as a run directory the report reads."""
+    import gzip
+    import shutil
+    from pathlib import Path
+
+    kept = Path(__file__).resolve().parents[2] / "results" / "selfguide" / name
+    folder = tmp_path / "runs" / name
+    folder.mkdir(parents=True)
+    shutil.copy(kept / "config.yaml", folder / "config.yaml")
+    with gzip.open(kept / "metrics.jsonl.gz", "rt", encoding="utf-8") as rows:
+        (folder / "metrics.jsonl").write_text(rows.read(), encoding="utf-8")
+    return folder
+
+
+def test_a_collapsing_run_is_flagged_with_the_signal_that_moved(tmp_path):
+    looping, healthy = kept_selfguide_run(tmp_path, "grpo-s2"), kept_selfguide_run(tmp_path, "grpo-s0")
+    alarm = read_training_log(looping).alarm
+    assert (alarm.update, alarm.describe()) == (4, "collapsing: loop ratio 0.00→0.15 since update 2")
+    assert read_training_log(healthy).alarm is None
+    html = report(tmp_path, tmp_path / "runs")
+    assert "grpo-s2 at update 4, collapsing: loop ratio 0.00→0.15 since update 2." in html
+    assert '<span class="alarm">update 4: collapsing: loop ratio 0.00→0.15 since update 2</span>' in html
+    assert "grpo-s0 at update" not in html

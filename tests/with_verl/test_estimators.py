@@ -55,3 +55,12 @@ def test_a_group_of_equal_returns_or_one_row_gets_zero_advantage():
     advantages, _ = get_adv_estimator_fn("hindsight_grpo")(
         token_level_rewards=rewards, response_mask=mask, index=np.array([0, 0, 1]), config=None)
     assert torch.count_nonzero(advantages) == 0
+
+
+def test_equal_returns_that_float32_cannot_represent_get_exactly_zero():
+    mask = torch.ones(8, 3)
+    rewards = torch.zeros(8, 3)
+    rewards[:, 2] = 0.97  # a float32 mean of eight 0.97s is not 0.97: the old estimator gave up to ±0.107
+    advantages, _ = get_adv_estimator_fn("hindsight_grpo")(
+        token_level_rewards=rewards, response_mask=mask, index=np.array(["a"] * 8, dtype=object), config=None)
+    assert torch.count_nonzero(advantages) == 0

@@ -20,19 +20,25 @@ Three critics share one interface, `critique(attempts, n, sampling)`:
   the planner's remaining plan got no shorter. A baseline, and the source of the
   supervised targets that warm-start a small critic (`methods/critic_sft.py`).
 - `NoCritic`: writes nothing, which turns refinement into plain regeneration.
+
+They are registered by name in `CRITICS` (`model`, `template`, `none`), each built by one
+factory; `critic_name` reads a config's critic role value and its `no_critic` switch as one of
+those names.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
-from hindsight.agent.engine import ReplayDivergence, Task, branch_task
+from hindsight.agent.engine import Task, branch_task
 from hindsight.agent.prompts import PromptBuilder
+from hindsight.agent.replay import planner_distance, planning_env, take_recorded
+from hindsight.envs.contract import Env
 from hindsight.llm.base import ModelBackend
+from hindsight.registry import Registry
 from hindsight.types import ChatMessage, Conversation, GenerationRequest, SamplingParams, Trajectory
 
 CRITIC_SYSTEM_PROMPT = (
@@ -239,52 +245,50 @@ class NoCritic:
         return [[Critique("", ParsedCritique(None, ""))] * n for _ in attempts]
 
 
+#: The critics, by name. An entry takes the backend that writes (model critics only), what
+#: the critic is shown (model critics only) and a name for the critic's logs.
+CRITICS: Registry[Callable[[ModelBackend | None, CriticPrompt | None, str], Critic]] = Registry("critic")
+
+
+@CRITICS.register("model")
+def _model_critic(backend: ModelBackend | None, prompt: CriticPrompt | None, name: str) -> Critic:
+    if backend is None or prompt is None:
+        raise ValueError("a model critic needs the backend that writes its critiques and the prompt it is shown")
+    return ModelCritic(backend, prompt, name=name)
+
+
+@CRITICS.register("template")
+def _template_critic(backend: ModelBackend | None, prompt: CriticPrompt | None, name: str) -> Critic:
+    return TemplateCritic()
+
+
+@CRITICS.register("none")
+def _no_critic(backend: ModelBackend | None, prompt: CriticPrompt | None, name: str) -> Critic:
+    return NoCritic()
+
+
+def critic_name(value: str, *, no_critic: bool = False) -> str:
+    """The registered critic a config's critic role value names: `none` with its `no_critic` switch, `template`
+    for the rule-based critic, `model` for any model role (an adapter or a model spec)."""
+    if no_critic:
+        return "none"
+    return value if value in ("template", "none") else "model"
+
+
 # -- the template critic ------------------------------------------------------------
-
-# The planner's plans are at most a few times the size of the task; far beyond that it is lost.
-PLAN_LIMIT = 10_000
-
-
-def planner_distance(env: Any) -> float:
-    """Actions the environment's planner needs from the current state to success.
-
-    Runs the planner on a copy, so `env` is untouched. Infinite once the episode has
-    ended unsolved (e.g. a fall into a hole); 0 when it is solved.
-    """
-    if env.done:
-        return 0.0 if env.is_success() else math.inf
-    probe = copy.deepcopy(env)
-    moves = 0
-    while not probe.done and moves < PLAN_LIMIT:
-        probe.step(probe.oracle_action())
-        moves += 1
-    return float(moves) if probe.is_success() else math.inf
-
-
-def planning_env(trajectory: Trajectory) -> Any:
-    """A fresh environment of `trajectory`'s task, reset, with no step budget (for the planner)."""
-    from hindsight.envs import make
-
-    env = make(trajectory.env, **{**trajectory.env_kwargs, "max_steps": PLAN_LIMIT})
-    env.reset(trajectory.seed)
-    return env
-
-
-def take_recorded(env: Any, trajectory: Trajectory, step: Any) -> None:
-    """Take a recorded step again, after checking the environment is where the log says it was."""
-    if env.state_key() != step.state_key:
-        raise ReplayDivergence(f"{trajectory.id}: turn {step.index} does not replay to its recorded state")
-    env.step(step.action or "")
 
 
 def planner_moves(attempt: Trajectory) -> list[str]:
     """The planner's move at the state before each turn of the attempt (replayed without a step budget)."""
     env = planning_env(attempt)
-    moves = []
-    for step in attempt.steps:
-        moves.append(env.oracle_action())
-        take_recorded(env, attempt, step)
-    return moves
+    try:
+        moves = []
+        for step in attempt.steps:
+            moves.append(env.oracle_action())
+            take_recorded(env, attempt, step)
+        return moves
+    finally:
+        env.close()
 
 
 def _quote(text: str) -> str:
@@ -313,6 +317,14 @@ def first_departure(attempt: Trajectory) -> Departure:
     if attempt.success:
         raise ValueError(f"{attempt.id} solved its task: it has no departure from a good path")
     env = planning_env(attempt)
+    try:
+        return _departure_on(env, attempt)
+    finally:
+        env.close()
+
+
+def _departure_on(env: Env, attempt: Trajectory) -> Departure:
+    """`first_departure`, replaying the attempt on `env` (fresh, reset to its task)."""
     before = planner_distance(env)
     for step in attempt.steps:
         move = env.oracle_action()

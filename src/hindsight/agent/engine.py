@@ -26,6 +26,10 @@ An environment whose calls wait on another process (`parallel_calls`, e.g. one i
 actor) has the resets and steps of one turn made from threads, one per episode, so they
 run at once in their processes. Each episode still sees its own calls in order, and the
 pool's results are taken in pool order, so the run is the same as with calls in turn.
+
+The engine makes an environment per episode (and one per restart) with its `make_env`,
+typed against the contract (`hindsight.envs.contract.Env`), and closes each one when its
+episode ends or is moved, and every one still open when a run stops early.
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from hindsight.agent.parser import parse_response, tokens_in_span
+from hindsight.agent.prm import BestOfN
 from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, INVALID_FEEDBACK, Memory, PromptBuilder
-from hindsight.envs.base import EnvFailure
+from hindsight.agent.replay import ReplayDivergence
+from hindsight.envs.contract import Env, EnvFailure
 from hindsight.llm.base import ModelBackend
 from hindsight.types import (
     Assessment,
@@ -49,32 +55,6 @@ from hindsight.types import (
     Step,
     Trajectory,
 )
-
-
-class RolloutEnv(Protocol):
-    """The part of the environment contract the engine relies on.
-
-    An environment may also set `parallel_calls = True` when its calls wait on another
-    process (see the module docstring).
-    """
-
-    id: str
-    max_steps: int
-
-    @property
-    def config(self) -> Mapping[str, Any]:
-        """Every keyword needed to rebuild the environment."""
-
-    @property
-    def instruction(self) -> str: ...
-
-    def reset(self, seed: int) -> tuple[str, dict[str, Any]]: ...
-
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]: ...
-
-    def oracle_action(self) -> str: ...
-
-    def admissible_actions(self) -> Sequence[str]: ...
 
 
 class PreActionWriter(Protocol):
@@ -94,10 +74,6 @@ class PreActionWriter(Protocol):
 
 #: Fresh environments an episode may move to after `EnvFailure`s before it is given up.
 ENV_RESTARTS = 3
-
-
-class ReplayDivergence(RuntimeError):
-    """Replaying a recorded prefix reached a different state than was recorded."""
 
 
 @dataclass(frozen=True)
@@ -137,23 +113,6 @@ class Task:
 
 
 @dataclass(frozen=True)
-class BestOfN:
-    """Step-level best-of-N: `n` sampled candidates per turn, the PRM's favourite is taken.
-
-    `prm` is any `hindsight.agent.prm.ProcessRewardModel`; it rates every readable candidate
-    of every episode of the turn in one `score` call. A turn whose candidates are all
-    unreadable takes the first, which records the parse error as usual.
-    """
-
-    n: int
-    prm: Any
-
-    def __post_init__(self) -> None:
-        if self.n < 1:
-            raise ValueError("best-of-N needs n >= 1")
-
-
-@dataclass(frozen=True)
 class RolloutConfig:
     """How episodes are run.
 
@@ -164,7 +123,7 @@ class RolloutConfig:
     makes backend sampling reproducible: generate call n of the run uses seed + n.
     `pre_action` writes an assessment before every action (see the module docstring).
     `best_of` samples that many candidate actions per turn and takes the one a process reward
-    model rates highest (step-level best-of-N at inference; `BestOfN`).
+    model rates highest (step-level best-of-N at inference; `hindsight.agent.prm.BestOfN`).
     """
 
     memory: Memory = Memory(None)
@@ -187,7 +146,7 @@ class RolloutConfig:
 @dataclass
 class _Episode:
     task: Task
-    env: RolloutEnv
+    env: Env
     observation: str
     info: dict[str, Any]
     steps: list[Step] = field(default_factory=list)
@@ -269,7 +228,7 @@ def apply_response(episode: _Episode, completion: Completion, stop_action: str |
     episode.terminated, episode.truncated = bool(terminated), bool(truncated)
 
 
-def _start(env: RolloutEnv, task: Task, stop_action: str | None) -> _Episode:
+def _start(env: Env, task: Task, stop_action: str | None) -> _Episode:
     observation, info = env.reset(task.seed)
     episode = _Episode(task=task, env=env, observation=observation, info=info)
     for turn, replay in enumerate(task.prefix):
@@ -322,7 +281,7 @@ def _finish(episode: _Episode, config: RolloutConfig) -> Trajectory:
 class RolloutEngine:
     """Runs many episodes against one policy with a single shared pool."""
 
-    def __init__(self, make_env: Callable[[], RolloutEnv], policy: ModelBackend,
+    def __init__(self, make_env: Callable[[], Env], policy: ModelBackend,
                  config: RolloutConfig = RolloutConfig()):
         if config.concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -332,6 +291,7 @@ class RolloutEngine:
         self.prompts = config.prompt_builder()
         self._generate_calls = 0
         self._threads: ThreadPoolExecutor | None = None  # while a run's environments take parallel calls
+        self._open: dict[int, Env] = {}  # every environment made and not yet closed, by id()
 
     def _sampling(self, max_new_tokens: int | None = None) -> SamplingParams:
         """The sampling of the next generate call: its own seed, and its own budget if given."""
@@ -375,42 +335,36 @@ class RolloutEngine:
 
         Each episode keeps its rated candidates for the step the chosen one becomes.
         """
-        from hindsight.agent.prm import StepQuery
-
         n = best_of.n
         candidates = self._generate([self.request(episode) for episode in pool for _ in range(n)], self._sampling())
-        actions: list[str | None] = []
-        queries, queried = [], []  # queried: the index in `candidates` of each query
-        for k, episode in enumerate(pool):
-            so_far = _finish(episode, self.config)
-            for j in range(n):
-                completion = candidates[k * n + j]
-                action = parse_response(completion.text).action if completion.error is None else None
-                actions.append(action or None)
-                if action:
-                    queries.append(StepQuery(so_far, len(episode.steps), action))
-                    queried.append(k * n + j)
-        rated = dict(zip(queried, best_of.prm.score(queries)))
+        picks = best_of.choose([_finish(episode, self.config) for episode in pool], candidates)
         chosen = []
-        for k, episode in enumerate(pool):
-            episode.candidates = tuple(
-                Candidate(actions[i], rated[i].value, rated[i].error) if i in rated else Candidate(actions[i])
-                for i in range(k * n, (k + 1) * n))
-            scored = [j for j, candidate in enumerate(episode.candidates) if candidate.score is not None]
-            # The first of the best on a tie; all unreadable: the first, whose parse error is recorded.
-            best = max(scored, key=lambda j: episode.candidates[j].score) if scored else 0
+        for k, (episode, (best, rated)) in enumerate(zip(pool, picks)):
+            episode.candidates = rated
             chosen.append(candidates[k * n + best])
         return chosen
+
+    def _make_env(self) -> Env:
+        """A new environment from `make_env`, kept in `_open` until `_close` (or the end of the run) closes it."""
+        env = self.make_env()
+        self._open[id(env)] = env
+        return env
+
+    def _close(self, env: Env) -> None:
+        if self._open.pop(id(env), None) is not None:
+            env.close()
 
     def _start(self, task: Task) -> _Episode:
         """A new episode, its prefix replayed; a failing environment is replaced (see the module docstring)."""
         failure = ""
         for _ in range(ENV_RESTARTS + 1):
+            env = self._make_env()
             try:
-                return _start(self.make_env(), task, self.config.stop_action)
+                return _start(env, task, self.config.stop_action)
             except EnvFailure as exc:
+                self._close(env)
                 failure = str(exc)
-        episode = _Episode(task=task, env=self.make_env(), observation="",
+        episode = _Episode(task=task, env=self._make_env(), observation="",
                            info={"state_key": "", "success": False, "score": 0.0})
         episode.env_restarts, episode.env_failure = ENV_RESTARTS, failure
         return episode
@@ -429,8 +383,8 @@ class RolloutEngine:
         """Replay the episode's recorded actions on a fresh environment; False once it is given up."""
         while episode.env_restarts < ENV_RESTARTS:
             episode.env_restarts += 1
+            env = self._make_env()
             try:
-                env = self.make_env()
                 info = env.reset(episode.task.seed)[1]
                 for turn, step in enumerate(episode.steps):
                     if info["state_key"] != step.state_key:
@@ -442,12 +396,20 @@ class RolloutEngine:
                                            f"{len(episode.steps)} turns reached {info['state_key']!r}, "
                                            f"the episode had {episode.info['state_key']!r}")
             except EnvFailure as exc:
+                self._close(env)
                 failure = str(exc)
                 continue
+            self._close(episode.env)
             episode.env = env
             return True
         episode.env_failure = failure
         return False
+
+    def _finish(self, episode: _Episode) -> Trajectory:
+        """The finished episode's trajectory; its environment is closed."""
+        trajectory = _finish(episode, self.config)
+        self._close(episode.env)
+        return trajectory
 
     def iter_run(self, tasks: Iterable[Task]) -> Iterator[Trajectory]:
         """Yield trajectories as they finish (not in task order)."""
@@ -476,13 +438,16 @@ class RolloutEngine:
         return episodes + self._each(self._start, tasks)
 
     def _run_indexed(self, tasks: Iterable[Task]) -> Iterator[tuple[int, Trajectory]]:
-        """(task position, trajectory) as episodes finish."""
+        """(task position, trajectory) as episodes finish; the environments left open by an error
+        (or by a caller that stops early) are closed on the way out."""
         try:
             yield from self._pooled(tasks)
         finally:
             if self._threads is not None:
                 self._threads.shutdown()
                 self._threads = None
+            for env in list(self._open.values()):
+                self._close(env)
 
     def _pooled(self, tasks: Iterable[Task]) -> Iterator[tuple[int, Trajectory]]:
         queue = deque(enumerate(tasks))
@@ -492,7 +457,7 @@ class RolloutEngine:
                 starting = [queue.popleft() for _ in range(min(len(queue), self.config.concurrency - len(pool)))]
                 for (position, _), episode in zip(starting, self._start_all([task for _, task in starting])):
                     if episode.done:
-                        yield position, _finish(episode, self.config)
+                        yield position, self._finish(episode)
                     else:
                         pool.append((position, episode))
             if not pool:
@@ -508,7 +473,7 @@ class RolloutEngine:
             self._each(lambda pair: self._apply(*pair), list(zip(episodes, completions)))
             for position, episode in pool:
                 if episode.done:
-                    yield position, _finish(episode, self.config)
+                    yield position, self._finish(episode)
                 else:
                     still_running.append((position, episode))
             pool = still_running

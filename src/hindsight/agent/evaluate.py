@@ -19,15 +19,21 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
+from hindsight.agent.engine import PreActionWriter, RolloutConfig, RolloutEngine, Task
+from hindsight.agent.prm import BestOfN, build_prm
 from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory
+from hindsight.agent.writers import build_pre_action, pre_action_name
+from hindsight.envs.contract import Env
+from hindsight.envs.proxy import env_label
 from hindsight.llm.base import ModelBackend
-from hindsight.envs.remote import env_label
 from hindsight.logs import RunDir, TrajectoryWriter, read_trajectories
 from hindsight.logs.reader import iter_json_lines
-from hindsight.logs.writer import rewrite_jsonl
 from hindsight.logs.schema import SchemaError, trajectory_from_record
+from hindsight.logs.writer import rewrite_jsonl
 from hindsight.types import SamplingParams, Trajectory
+
+#: What can rate best-of-N's candidates at inference: the oracle, or a separate model as a judge.
+PRM_ROLES = ("oracle", "backend")
 
 
 @dataclass(frozen=True)
@@ -51,10 +57,14 @@ class EvalConfig:
     #: System prompt ({instruction} = the env's rules); empty = the default. A trained
     #: adapter is evaluated with the prompt it was trained on.
     system_prompt: str = ""
+    #: What the model writes before each action, shown in its action prompt, by name
+    #: (`hindsight.agent.writers.PRE_ACTION_WRITERS`): self-guide, reflection, or none.
+    pre_action: str = ""
     #: Self-Guide at inference (ReAct+SG): before each action the model writes a
-    #: self-assessment of its latest step, shown in its action prompt.
+    #: self-assessment of its latest step (the same as pre_action: self-guide).
     self_guide: bool = False
-    #: ReFlAct at inference: before each action the model reflects on the goal state.
+    #: ReFlAct at inference: before each action the model reflects on the goal state
+    #: (the same as pre_action: reflection).
     reflact: bool = False
     #: Reflexion at inference: up to this many attempts per task; after each failed attempt
     #: the model writes a lesson that the next attempt shows (1 = a single attempt, ReAct).
@@ -73,8 +83,7 @@ class EvalConfig:
             raise ValueError("episodes must be >= 1")
         if self.assessment_max_new_tokens < 1:
             raise ValueError("assessment_max_new_tokens must be >= 1")
-        if self.self_guide and self.reflact:
-            raise ValueError("choose one of self_guide and reflact: each writes the one note before an action")
+        pre_action_name(self.pre_action, self_guide=self.self_guide, reflact=self.reflact)
         if self.reflexion_attempts < 1:
             raise ValueError("reflexion_attempts must be >= 1")
         if self.best_of < 1:
@@ -84,7 +93,7 @@ class EvalConfig:
         if self.best_of > 1:
             from hindsight.roles import parse_role
 
-            parse_role("prm", self.prm, ("oracle", "backend"))
+            parse_role("prm", self.prm, PRM_ROLES)
         Memory.parse(self.memory)
 
 
@@ -165,7 +174,7 @@ def default_out_dir(config: EvalConfig) -> Path:
 
 def evaluate_policy(
     policy: ModelBackend,
-    make_env: Callable[[], Any],
+    make_env: Callable[[], Env],
     seeds: Sequence[int],
     rollout: RolloutConfig,
     *,
@@ -185,21 +194,16 @@ def evaluate_policy(
     return finished, summarize(finished, time.perf_counter() - started)
 
 
-def pre_action_writer(config: EvalConfig) -> Any:
-    """What the model writes before each action: a self-assessment (ReAct+SG), a goal reflection (ReFlAct) or nothing."""
-    from hindsight.agent.reflection import GoalReflector
-    from hindsight.agent.selfguide import SelfAssessor
-
-    if config.self_guide:
-        return SelfAssessor(max_new_tokens=config.assessment_max_new_tokens)
-    if config.reflact:
-        return GoalReflector(max_new_tokens=config.assessment_max_new_tokens)
-    return None
+def pre_action_writer(config: EvalConfig) -> PreActionWriter | None:
+    """What the model writes before each action: a self-assessment (ReAct+SG), a goal reflection (ReFlAct) or
+    nothing."""
+    name = pre_action_name(config.pre_action, self_guide=config.self_guide, reflact=config.reflact)
+    return build_pre_action(name, config.assessment_max_new_tokens)
 
 
 def _evaluate_reflexion(
     policy: ModelBackend,
-    make_env: Callable[[], Any],
+    make_env: Callable[[], Env],
     seeds: Sequence[int],
     rollout: RolloutConfig,
     config: EvalConfig,
@@ -218,16 +222,11 @@ def _evaluate_reflexion(
             on_trajectory(trajectory)
 
 
-def best_of_n(config: EvalConfig) -> Any:
+def best_of_n(config: EvalConfig) -> BestOfN | None:
     """Step-level best-of-N with the configured PRM, or None."""
-    from hindsight.agent.engine import BestOfN
-    from hindsight.agent.prm import JudgePRM, OraclePRM
-    from hindsight.roles import parse_role, resolve
-
     if config.best_of == 1:
         return None
-    role = parse_role("prm", config.prm, ("oracle", "backend"))
-    return BestOfN(config.best_of, OraclePRM() if role.kind == "oracle" else JudgePRM(resolve(role)))
+    return BestOfN(config.best_of, build_prm(config.prm, allowed=PRM_ROLES))
 
 
 def keep_finished_tasks(path: Path) -> list[Trajectory]:
@@ -287,7 +286,10 @@ def run_eval(
     if config.max_steps is not None:
         env_kwargs["max_steps"] = config.max_steps
     probe = make(config.env, **env_kwargs)  # validates id and kwargs before the model loads
-    seeds = probe.split_seeds(config.split, config.episodes)
+    try:
+        seeds = probe.split_seeds(config.split, config.episodes)
+    finally:
+        probe.close()
     target = Path(config.out) if config.out else default_out_dir(config)
     log = target / "trajectories" / "eval.jsonl"
     done: list[Trajectory] = []

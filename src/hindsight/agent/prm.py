@@ -1,4 +1,4 @@
-"""Process reward models: how good is one action at one recorded state, in [0, 1].
+"""Process reward models: how good is one action at one recorded state, in [0, 1]; and best-of-N.
 
 CSO asks a PRM to rate the policy's logged action at step t of a failed trajectory and each
 expert alternative at the same state. Two PRMs:
@@ -15,6 +15,11 @@ expert alternative at the same state. Two PRMs:
   never a crash.
 
     scores = prm.score([StepQuery(trajectory, t, action), ...])   # one PRMScore per query
+
+PRMs are registered by name in `PRMS`, and `build_prm` makes one from a `prm` role value the
+one way every method and command does (`oracle`, or a model role that answers the rubric).
+`BestOfN` is step-level best-of-N at inference: the rollout engine samples n candidate actions
+per turn and takes the one a PRM rates highest.
 """
 
 from __future__ import annotations
@@ -23,12 +28,25 @@ import copy
 import math
 import re
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
+from hindsight.agent.parser import parse_response
+from hindsight.agent.replay import planner_distance, replay_to
 from hindsight.agent.selfguide import judge_move, render_steps
 from hindsight.algos.selfguide import Label
+from hindsight.envs.contract import Env
 from hindsight.llm.base import ModelBackend
-from hindsight.types import ChatMessage, Conversation, GenerationRequest, SamplingParams, Trajectory
+from hindsight.registry import Registry
+from hindsight.roles import RoleSpec, parse_role, resolve
+from hindsight.types import (
+    Candidate,
+    ChatMessage,
+    Completion,
+    Conversation,
+    GenerationRequest,
+    SamplingParams,
+    Trajectory,
+)
 
 
 @dataclass(frozen=True)
@@ -56,18 +74,6 @@ class ProcessRewardModel(Protocol):
         """One score per query, in order."""
 
 
-def replay_to(trajectory: Trajectory, at: int):
-    """A fresh environment in the state before step `at` of `trajectory`, with no step budget."""
-    from hindsight.agent.critic import planning_env, take_recorded
-
-    if not 0 <= at <= trajectory.num_steps:
-        raise ValueError(f"step {at} is outside the trajectory (0..{trajectory.num_steps})")
-    env = planning_env(trajectory)
-    for step in trajectory.steps[:at]:
-        take_recorded(env, trajectory, step)
-    return env
-
-
 #: The oracle PRM's score of each verdict of `judge_move`. Planner distances are whole moves,
 #: so this is 0.5 + 0.5 · (before − after) clipped to [0, 1] for a move that keeps the task
 #: solvable, with 1 for the move that solves it and 0.25 for a refused or wasted one.
@@ -85,22 +91,28 @@ class OraclePRM:
     name = "oracle"
 
     def score(self, queries: Sequence[StepQuery]) -> list[PRMScore]:
-        from hindsight.agent.critic import planner_distance
-
         scores = []
-        states: dict[tuple[int, int], object] = {}  # one replay per (trajectory, step), copied per action
-        for query in queries:
-            key = (id(query.trajectory), query.at)
-            if key not in states:
-                states[key] = replay_to(query.trajectory, query.at)
-            env = copy.deepcopy(states[key])
-            before, state = planner_distance(env), env.state_key()
-            _, _, _, _, info = env.step(query.action)
-            after = planner_distance(env)
-            verdict = judge_move(before, after, bool(info.get("valid", True)), stuck=env.state_key() == state)
-            value = FATAL_SCORE if math.isinf(after) else VERDICT_SCORE[verdict]
-            scores.append(PRMScore(value, text=f"plan {before:g} -> {after:g} moves: {verdict.value}"))
-        return scores
+        states: dict[tuple[int, int], Env] = {}  # one replay per (trajectory, step), copied per action
+        try:
+            for query in queries:
+                key = (id(query.trajectory), query.at)
+                if key not in states:
+                    states[key] = replay_to(query.trajectory, query.at)
+                env = copy.deepcopy(states[key])
+                try:
+                    before, state = planner_distance(env), env.state_key()
+                    _, _, _, _, info = env.step(query.action)
+                    after = planner_distance(env)
+                    stuck = env.state_key() == state
+                finally:
+                    env.close()
+                verdict = judge_move(before, after, bool(info.get("valid", True)), stuck=stuck)
+                value = FATAL_SCORE if math.isinf(after) else VERDICT_SCORE[verdict]
+                scores.append(PRMScore(value, text=f"plan {before:g} -> {after:g} moves: {verdict.value}"))
+            return scores
+        finally:
+            for replayed in states.values():
+                replayed.close()
 
 
 JUDGE_SYSTEM = "You grade single moves of an agent that works on a task. You are strict and brief."
@@ -185,3 +197,77 @@ class JudgePRM:
             else:
                 scores.append(PRMScore(value, text=completion.text))
         return scores
+
+
+#: The PRMs, by name. An entry takes the backend of the `prm` role (None for a PRM that needs
+#: no model) and the score an unreadable answer falls back to, and returns the PRM.
+PRMS: Registry[Callable[[ModelBackend | None, float], ProcessRewardModel]] = Registry("PRM")
+
+
+@PRMS.register("oracle")
+def _oracle(backend: ModelBackend | None, fallback: float) -> ProcessRewardModel:
+    return OraclePRM()
+
+
+@PRMS.register("judge")
+def _judge(backend: ModelBackend | None, fallback: float) -> ProcessRewardModel:
+    if backend is None:
+        raise ValueError("the judge PRM needs a model role to answer its rubric")
+    return JudgePRM(backend, fallback=fallback)
+
+
+def prm_name(role: RoleSpec) -> str:
+    """The registered PRM a `prm` role value stands for: the oracle itself, or any model as a judge."""
+    return "oracle" if role.kind == "oracle" else "judge"
+
+
+def build_prm(value: str, model: object | None = None, *, fallback: float = 0.5,
+              allowed: Sequence[str] = ("oracle", "backend")) -> ProcessRewardModel:
+    """The PRM a `prm` role value names (`allowed` role kinds only); `model` plays policy and adapter roles."""
+    role = parse_role("prm", value, allowed)
+    backend = None if role.kind == "oracle" else resolve(role, model)
+    return PRMS.get(prm_name(role))(backend, fallback)
+
+
+@dataclass(frozen=True)
+class BestOfN:
+    """Step-level best-of-N: `n` sampled candidates per turn, the PRM's favourite is taken.
+
+    `prm` rates every readable candidate of every episode of the turn in one `score` call. A
+    turn whose candidates are all unreadable takes the first, which records the parse error
+    as usual.
+    """
+
+    n: int
+    prm: ProcessRewardModel
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError("best-of-N needs n >= 1")
+
+    def choose(self, so_far: Sequence[Trajectory],
+               completions: Sequence[Completion]) -> list[tuple[int, tuple[Candidate, ...]]]:
+        """For each episode (its trajectory so far), the position of the chosen one of its n candidates
+        (`completions[k*n:(k+1)*n]` are episode k's) and all n, rated."""
+        n = self.n
+        actions: list[str | None] = []
+        queries, queried = [], []  # queried: the index in `completions` of each query
+        for k, trajectory in enumerate(so_far):
+            for j in range(n):
+                completion = completions[k * n + j]
+                action = parse_response(completion.text).action if completion.error is None else None
+                actions.append(action or None)
+                if action:
+                    queries.append(StepQuery(trajectory, trajectory.num_steps, action))
+                    queried.append(k * n + j)
+        rated = dict(zip(queried, self.prm.score(queries)))
+        picks = []
+        for k in range(len(so_far)):
+            candidates = tuple(
+                Candidate(actions[i], rated[i].value, rated[i].error) if i in rated else Candidate(actions[i])
+                for i in range(k * n, (k + 1) * n))
+            scored = [j for j, candidate in enumerate(candidates) if candidate.score is not None]
+            # The first of the best on a tie; all unreadable: the first, whose parse error is recorded.
+            best = max(scored, key=lambda j: candidates[j].score) if scored else 0
+            picks.append((best, candidates))
+        return picks

@@ -20,6 +20,7 @@ from typing import Callable, Iterator, Sequence
 
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.selfguide import render_steps
+from hindsight.envs.contract import Env
 from hindsight.llm.base import ModelBackend
 from hindsight.types import ChatMessage, Completion, Conversation, GenerationRequest, SamplingParams, Trajectory
 
@@ -69,7 +70,7 @@ def guidance_from(reflections: Sequence[Reflection]) -> str:
 
 def run_reflexion(
     policy: ModelBackend,
-    make_env: Callable[[], object],
+    make_env: Callable[[], Env],
     seeds: Sequence[int],
     rollout: RolloutConfig,
     *,

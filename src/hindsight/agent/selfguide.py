@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from hindsight.agent.replay import planner_distance, planning_env, take_recorded
 from hindsight.algos.selfguide import Label, step_reward
 from hindsight.types import Assessment, ChatMessage, Completion, Conversation, Step, Trajectory
 
@@ -138,17 +139,18 @@ def oracle_labels(trajectory: Trajectory) -> list[Label | None]:
     `judge_move` of step t−1. The trajectory is replayed on a fresh environment without a
     step budget.
     """
-    from hindsight.agent.critic import planner_distance, planning_env, take_recorded
-
     env = planning_env(trajectory)
-    labels: list[Label | None] = [None]
-    before = planner_distance(env)
-    for step in trajectory.steps[:-1]:
-        take_recorded(env, trajectory, step)
-        after = planner_distance(env)
-        labels.append(judge_move(before, after, step.valid, stuck=env.state_key() == step.state_key))
-        before = after
-    return labels[: trajectory.num_steps]
+    try:
+        labels: list[Label | None] = [None]
+        before = planner_distance(env)
+        for step in trajectory.steps[:-1]:
+            take_recorded(env, trajectory, step)
+            after = planner_distance(env)
+            labels.append(judge_move(before, after, step.valid, stuck=env.state_key() == step.state_key))
+            before = after
+        return labels[: trajectory.num_steps]
+    finally:
+        env.close()
 
 
 def label_agreement(trajectory: Trajectory) -> tuple[int, int]:

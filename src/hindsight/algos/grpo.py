@@ -8,25 +8,47 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
+from hindsight.registry import Registry
 
-def group_advantages(rewards: torch.Tensor, *, normalize_std: bool = True, eps: float = 1e-6) -> torch.Tensor:
+
+#: Standard-deviation conventions of std normalisation: population divides by G, sample (verl's,
+#: `torch.std`'s default) by G − 1, which makes advantages √((G − 1)/G) times the population ones.
+STD_CONVENTIONS = ("population", "sample")
+
+
+def group_advantages(
+    rewards: torch.Tensor, *, normalize_std: bool = True, std: str = "population", eps: float = 1e-6,
+) -> torch.Tensor:
     """Group-relative advantages A_i = (R_i − mean(R)) / (std(R) + eps).
 
     rewards: [num_groups, G] returns of G samples of the same task.
-    Returns [num_groups, G]. `std` is the population standard deviation, so a group
-    whose returns are all equal gets zero advantage rather than NaN. With
-    `normalize_std=False` only the mean is subtracted (Dr. GRPO style).
+    Returns [num_groups, G] in the dtype of `rewards`. `std` is the convention of the
+    standard deviation (`STD_CONVENTIONS`). With `normalize_std=False` only the mean is
+    subtracted (Dr. GRPO style).
+
+    A group whose returns are all equal gets exactly zero, whatever the values: the maths
+    runs in float64 and such groups are set to 0, because a mean of equal values that are
+    not representable (0.97, 1/3) can round off them, and dividing that rounding by
+    std + eps ≈ eps would turn it into advantages of order 0.1. A group of one is such a group.
     """
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be [num_groups, G], got shape {tuple(rewards.shape)}")
-    centred = rewards - rewards.mean(dim=1, keepdim=True)
-    if not normalize_std:
-        return centred
-    return centred / (rewards.std(dim=1, unbiased=False, keepdim=True) + eps)
+    if std not in STD_CONVENTIONS:
+        raise ValueError(f"std must be one of {', '.join(STD_CONVENTIONS)}, not {std!r}")
+    values = rewards.to(torch.float64)
+    centred = values - values.mean(dim=1, keepdim=True)
+    if normalize_std:
+        # A group of one has no sample std (torch warns and gives NaN); it is all-equal and
+        # masked to 0 below, so its correction may be 0 like any other single value's.
+        correction = 1 if std == "sample" and values.shape[1] > 1 else 0
+        spread = values.std(dim=1, correction=correction, keepdim=True)
+        centred = centred / (spread + eps)
+    equal = (values.max(dim=1, keepdim=True).values == values.min(dim=1, keepdim=True).values)
+    return torch.where(equal, torch.zeros_like(centred), centred).to(rewards.dtype)
 
 
 def nonzero_variance_groups(rewards: torch.Tensor, tol: float = 1e-8) -> torch.Tensor:
@@ -38,15 +60,63 @@ def nonzero_variance_groups(rewards: torch.Tensor, tol: float = 1e-8) -> torch.T
     return (rewards.max(dim=1).values - rewards.min(dim=1).values) > tol
 
 
-class Aggregation(Enum):
-    """How per-token losses become one number: a weight for every sequence's token sum.
+@dataclass(frozen=True)
+class LossUnits:
+    """What a loss aggregation averages over, for a batch of S sequences.
 
-    TRAJECTORY_MEAN (default): mean over every token the model generated in a trajectory,
-    all turns together, then mean over trajectories: the 1/|o_i| of GRPO for multi-turn
-    agents. A trajectory with more turns does not weigh more.
-    TURN_MEAN: each turn's sequence is its own unit (mean over its tokens, then over
-    turns), so a trajectory weighs in proportion to its number of turns.
-    TOKEN_MEAN: mean over all tokens of the batch (DAPO), so long answers weigh more.
+    unit_tokens: [S] float64, the generated tokens of the unit each sequence's token sum is
+    averaged over (1 when every token is its own unit). units: how many units hold loss
+    tokens on this process; summed over data-parallel processes it is the batch's denominator.
+    """
+
+    unit_tokens: torch.Tensor
+    units: float
+
+
+#: A loss aggregation: (loss_tokens [S], unit_ids [S]) -> LossUnits. `loss_tokens` are the
+#: generated tokens of each sequence, `unit_ids` the trajectory each sequence belongs to.
+LossAggregation = Callable[[Sequence[int], Sequence[str]], LossUnits]
+
+#: Loss aggregations by the name a config's `aggregation` gives.
+LOSS_AGGREGATIONS: Registry[LossAggregation] = Registry("loss aggregation")
+
+
+def _counts(loss_tokens: Sequence[int]) -> torch.Tensor:
+    return torch.tensor([float(n) for n in loss_tokens], dtype=torch.float64)
+
+
+@LOSS_AGGREGATIONS.register("trajectory_mean")
+def trajectory_mean(loss_tokens: Sequence[int], unit_ids: Sequence[str]) -> LossUnits:
+    """Mean over every token the model generated in a trajectory, all turns together, then mean
+    over trajectories: the 1/|o_i| of GRPO for multi-turn agents. A trajectory with more turns
+    does not weigh more."""
+    tokens_of: dict[str, float] = {}
+    for unit, n in zip(unit_ids, loss_tokens):
+        tokens_of[unit] = tokens_of.get(unit, 0.0) + n
+    return LossUnits(torch.tensor([tokens_of[unit] for unit in unit_ids], dtype=torch.float64),
+                     float(len({unit for unit, n in zip(unit_ids, loss_tokens) if n > 0})))
+
+
+# `sequence_mean` is the name configs written before the trajectory-level default gave the
+# per-turn form; their runs still resume with the objective they started with.
+@LOSS_AGGREGATIONS.register("turn_mean", "sequence_mean")
+def turn_mean(loss_tokens: Sequence[int], unit_ids: Sequence[str]) -> LossUnits:
+    """Each turn's sequence is its own unit (mean over its tokens, then over turns), so a
+    trajectory weighs in proportion to its number of turns."""
+    return LossUnits(_counts(loss_tokens), float(sum(1 for n in loss_tokens if n > 0)))
+
+
+@LOSS_AGGREGATIONS.register("token_mean")
+def token_mean(loss_tokens: Sequence[int], unit_ids: Sequence[str]) -> LossUnits:
+    """Mean over all tokens of the batch (DAPO), so long answers weigh more."""
+    return LossUnits(torch.ones(len(loss_tokens), dtype=torch.float64), float(sum(loss_tokens)))
+
+
+class Aggregation(str, Enum):
+    """The built-in loss aggregations by name (see `LOSS_AGGREGATIONS` for what each does).
+
+    A member is its name (a `str`), so it can stand wherever an aggregation name is taken;
+    aggregations registered elsewhere are used by their names alone.
     """
 
     TRAJECTORY_MEAN = "trajectory_mean"
@@ -55,8 +125,6 @@ class Aggregation(Enum):
 
     @classmethod
     def _missing_(cls, value: object) -> Aggregation | None:
-        # Configs written before the trajectory-level default called the per-turn form
-        # `sequence_mean`; their runs still resume with the objective they started with.
         return cls.TURN_MEAN if value == "sequence_mean" else None
 
     def units(self, loss_tokens: Sequence[int], unit_ids: Sequence[str]) -> float:
@@ -66,40 +134,39 @@ class Aggregation(Enum):
         sequence belongs to. Summed over data-parallel processes, this is the denominator
         every process passes to `sequence_weights`.
         """
-        if self is Aggregation.TOKEN_MEAN:
-            return float(sum(loss_tokens))
-        if self is Aggregation.TURN_MEAN:
-            return float(sum(1 for n in loss_tokens if n > 0))
-        return float(len({unit for unit, n in zip(unit_ids, loss_tokens) if n > 0}))
+        return aggregation_units(self, loss_tokens, unit_ids)
+
+
+def aggregation_units(aggregation: str, loss_tokens: Sequence[int], unit_ids: Sequence[str]) -> float:
+    """`LossUnits.units` of the aggregation called `aggregation` (an `Aggregation` or a registered name)."""
+    return LOSS_AGGREGATIONS.get(_name(aggregation))(loss_tokens, unit_ids).units
+
+
+def _name(aggregation: str) -> str:
+    return aggregation.value if isinstance(aggregation, Aggregation) else aggregation
 
 
 def sequence_weights(
-    loss_tokens: Sequence[int], unit_ids: Sequence[str], aggregation: Aggregation, total_units: float,
+    loss_tokens: Sequence[int], unit_ids: Sequence[str], aggregation: str, total_units: float,
 ) -> torch.Tensor:
     """Weight w_s of each sequence's token sum, so that Σ_s w_s Σ_t mask[s, t]·x[s, t] is the
     aggregated loss of the whole batch.
 
     loss_tokens: [S] generated (masked-in) tokens of each sequence; unit_ids: [S] the
-    trajectory of each sequence (the turns of one trajectory share it); total_units: the
-    batch's `aggregation.units(...)`, over every process. Returns [S] float64.
+    trajectory of each sequence (the turns of one trajectory share it); aggregation: an
+    `Aggregation` or the name of a registered one; total_units: the batch's
+    `aggregation_units(...)`, over every process. Returns [S] float64:
+    1 / (unit tokens × total_units) for a sequence with loss tokens, else 0.
 
     The weights of a sequence depend only on its own trajectory and the batch totals, so
     any split of the sequences into micro-batches (or processes) sums to the same loss.
     """
     if len(loss_tokens) != len(unit_ids):
         raise ValueError("one unit id per sequence is needed")
-    counts = torch.tensor([float(n) for n in loss_tokens], dtype=torch.float64)
+    counts = _counts(loss_tokens)
     if total_units <= 0:
         return torch.zeros_like(counts)
-    if aggregation is Aggregation.TOKEN_MEAN:
-        return torch.where(counts > 0, 1.0 / total_units, 0.0)
-    if aggregation is Aggregation.TURN_MEAN:
-        per_unit = counts
-    else:
-        tokens_of: dict[str, float] = {}
-        for unit, n in zip(unit_ids, loss_tokens):
-            tokens_of[unit] = tokens_of.get(unit, 0.0) + n
-        per_unit = torch.tensor([tokens_of[unit] for unit in unit_ids], dtype=torch.float64)
+    per_unit = LOSS_AGGREGATIONS.get(_name(aggregation))(loss_tokens, unit_ids).unit_tokens
     return torch.where(counts > 0, 1.0 / (per_unit.clamp(min=1) * total_units), 0.0)
 
 

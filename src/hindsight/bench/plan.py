@@ -263,8 +263,7 @@ class Setting:
 def has_oracle(env: str) -> bool:
     """Whether an environment (a registered id, `ray:ID` or a served `http://…/ID`) declares an oracle."""
     from hindsight.envs import EnvError, env_class, make
-    from hindsight.envs.actors import parse_ray_env
-    from hindsight.envs.remote import parse_env_url
+    from hindsight.envs.proxy import parse_env_url, parse_ray_env
 
     try:
         inner = parse_ray_env(env) or env

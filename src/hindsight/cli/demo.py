@@ -113,7 +113,10 @@ def run_demo(provenance: Provenance, episodes: int, out: Path) -> tuple[list[Dem
 
     models = {"zero-shot": provenance.base, "trained": f"{provenance.base}+{provenance.name}"}
     summaries = {label: _evaluate(provenance, model, episodes, out / label) for label, model in models.items()}
-    diagnosed = [diagnose_source(source) for source in discover_runs([out / label for label in models])]
+    # Every trajectory is kept for the report's viewer: the demo's runs are small, and a report
+    # diagnosed with the default keep=0 would show the viewer empty.
+    diagnosed = [diagnose_source(source, keep=episodes)
+                 for source in discover_runs([out / label for label in models])]
     report = write_report(diagnosed, out / "report", title=f"Hindsight demo: {provenance.env}, zero-shot vs. trained",
                           inputs=[str(out / label) for label in models])
     rows = []

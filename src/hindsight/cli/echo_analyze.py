@@ -65,6 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hindsight.cli.echo_page import write_page
     from hindsight.cli.train import run_guarded
     from hindsight.diagnostics.embedding import EmbeddingUnavailable, check_available, load_embedder
     from hindsight.methods.echo_analysis import AnalysisOptions, analyse_echo_run, analysis_json, read_echo_logs
@@ -91,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
                                judge_name=args.judge or "")
     except EmbeddingUnavailable as exc:
         raise CLIError(str(exc)) from None
+    write_page(analysis, out)
     if args.json:
         print(json.dumps(analysis_json(analysis)))
         return 0

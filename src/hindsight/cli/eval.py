@@ -29,6 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--system-prompt", default="",
                         help="system prompt ({instruction} = the env's rules; default: the rules and answer format)")
+    parser.add_argument("--pre-action", default="", metavar="NAME",
+                        help="what the model writes before each action, shown in its action prompt: self-guide "
+                             "(a self-assessment of its latest step), reflection (a reflection on the goal state) "
+                             "or none (default)")
     parser.add_argument("--self-guide", action="store_true",
                         help="Self-Guide at inference (ReAct+SG): before each action the model writes a "
                              "self-assessment of its latest step, shown in its action prompt")
@@ -66,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from hindsight.configs import parse_overrides
     from hindsight.envs import EnvError, make
     from hindsight.llm import ModelError, parse_spec
+    from hindsight.registry import UnknownName
 
     if args.resume:
         if args.env or args.model or args.out or args.env_kwargs or args.dtype:
@@ -87,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens,
             max_steps=args.max_steps,
             system_prompt=args.system_prompt,
+            pre_action=args.pre_action,
             self_guide=args.self_guide,
             reflact=args.reflact,
             reflexion_attempts=args.reflexion,
@@ -98,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         # Check the env id and options and the model spec before anything slow starts.
         make(config.env, **config.env_kwargs)
         parse_spec(config.model)
-    except (EnvError, ModelError, ValueError) as exc:  # ValueError includes ConfigError
+    except (EnvError, ModelError, ValueError, UnknownName) as exc:  # ValueError includes ConfigError
         raise CLIError(str(exc)) from None
 
     console = Console(stderr=True)

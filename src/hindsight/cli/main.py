@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
+import warnings
 
 from hindsight import __version__
 
 COMMAND_MODULES = ("demo", "envs", "serve_env", "eval", "train", "echo", "echo_analyze", "export_adapter", "diagnose",
-                   "report", "sweep", "bench")
+                   "report", "sweep", "bench", "outcomes")
 
 #: Exit code for user mistakes (unknown env, unknown model, bad arguments).
 USAGE_ERROR = 2
@@ -59,6 +61,38 @@ def apply_threads(value: str | None) -> None:
     torch.set_num_threads(threads)
 
 
+#: Deprecation notices that libraries we call raise about their own use of other libraries,
+#: which no user of a command can act on: (category, start of the message, module that warns).
+#: Warnings that Hindsight's own calls cause are fixed where they arise, never listed here.
+THIRD_PARTY_NOISE: tuple[tuple[type[Warning], str, str], ...] = (
+    # peft's PeftModel reads transformers' deprecated `is_gradient_checkpointing` when it wraps a
+    # model (adapter merges, LoRA training).
+    (FutureWarning, "`is_gradient_checkpointing` is deprecated", "transformers.modeling_utils"),
+    # TRL's DPOConfig defaults `gradient_checkpointing` to True under its old name, and its
+    # DPOTrainer switches checkpointing off and on around the reference pass by the old names
+    # (`hindsight train cso` and `eto`).
+    (FutureWarning, "`gradient_checkpointing` is deprecated", "transformers.training_args"),
+    (FutureWarning, "`gradient_checkpointing_enable` is deprecated", "transformers.modeling_utils"),
+    (FutureWarning, "`gradient_checkpointing_disable` is deprecated", "transformers.modeling_utils"),
+)
+
+
+def quiet_third_party_warnings() -> None:
+    """Hide THIRD_PARTY_NOISE in this process and in the Python processes it starts.
+
+    The entries also go into PYTHONWARNINGS, whose syntax matches the same message prefix and
+    module, so that worker processes (data-parallel ranks, Ray actors) stay as quiet.
+    """
+    entries = [entry for entry in os.environ.get("PYTHONWARNINGS", "").split(",") if entry]
+    for category, message, module in THIRD_PARTY_NOISE:
+        warnings.filterwarnings("ignore", message=re.escape(message), category=category,
+                                module=re.escape(module) + r"\Z")
+        entry = f"ignore:{message}:{category.__name__}:{module}"
+        if entry not in entries:
+            entries.append(entry)
+    os.environ["PYTHONWARNINGS"] = ",".join(entries)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hindsight", description="Train and diagnose multi-turn LLM agents.")
     parser.add_argument("--version", action="version", version=f"hindsight {__version__}")
@@ -75,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    quiet_third_party_warnings()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):

@@ -11,33 +11,33 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
-class MethodEntry:
-    module: str
-    config: str
-    train: str
+class _HelpWithMethods(argparse.Action):
+    """`-h/--help` that lists the registered training methods (loading them only then: they import torch)."""
 
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show this help and exit")
 
-METHODS = {
-    "sft": MethodEntry("hindsight.methods.sft", "SFTConfig", "train_sft"),
-    "grpo": MethodEntry("hindsight.methods.grpo", "GRPOConfig", "train_grpo"),
-    "echo": MethodEntry("hindsight.methods.echo", "ECHOConfig", "train_echo"),
-    "critic-sft": MethodEntry("hindsight.methods.critic_sft", "CriticSFTConfig", "train_critic_sft"),
-    "cso": MethodEntry("hindsight.methods.cso", "CSOConfig", "train_cso"),
-    "eto": MethodEntry("hindsight.methods.eto", "ETOConfig", "train_eto"),
-}
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from hindsight.methods.registry import load_training_methods
+
+        methods = load_training_methods()
+        width = max(map(len, methods.names()))
+        parser.epilog = "methods:\n" + "\n".join(f"  {name:<{width}}  {entry.help}" for name, entry in methods.items())
+        parser.print_help()
+        parser.exit()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from hindsight.cli.main import add_threads_option
 
-    parser = subparsers.add_parser("train", help="train a model (sft, grpo, echo, critic-sft, cso, eto)", description=__doc__,
+    parser = subparsers.add_parser("train", help="train a model with a training method (`hindsight train --help` "
+                                                 "lists them)", description=__doc__, add_help=False,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("method", choices=sorted(METHODS))
+    parser.add_argument("-h", "--help", action=_HelpWithMethods)
+    parser.add_argument("method", metavar="METHOD", help="training method (listed below)")
     parser.add_argument("--config", help="YAML file whose keys are the method's config fields")
     parser.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE", help="override a key, repeatable")
     parser.add_argument("--out", help="run directory to create")
@@ -50,13 +50,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from hindsight.cli.main import CLIError
     from hindsight.configs import ConfigError, describe, load_config
+    from hindsight.methods.registry import load_training_methods
+    from hindsight.registry import UnknownName
 
-    entry = METHODS[args.method]
-    module = importlib.import_module(entry.module)
-    config_cls = getattr(module, entry.config)
-    train = getattr(module, entry.train)
+    try:
+        method = load_training_methods().get(args.method)
+    except UnknownName as exc:
+        raise CLIError(str(exc)) from None
     if args.show_config:
-        print(describe(config_cls))
+        print(describe(method.config))
         return 0
     if args.resume:
         if args.config or args.overrides or args.out:
@@ -65,15 +67,15 @@ def run(args: argparse.Namespace) -> int:
 
         if not (Path(args.resume) / "config.yaml").is_file():
             raise CLIError(f"{args.resume} is not a run directory (no config.yaml)")
-        path = run_guarded(train, None, args.resume, resume=True)
+        path = run_guarded(method.train, None, args.resume, resume=True)
     else:
         if not args.out:
             raise CLIError("--out DIR is required for a new run")
         try:
-            config = load_config(config_cls, args.config, args.overrides)
+            config = load_config(method.config, args.config, args.overrides)
         except ConfigError as exc:
             raise CLIError(str(exc)) from None
-        path = run_guarded(train, config, args.out)
+        path = run_guarded(method.train, config, args.out)
     print(f"run directory: {path}")
     return 0
 

@@ -33,11 +33,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from hindsight.envs.base import EnvError, EnvFailure, canonical_json
-from hindsight.envs.remote import ProxyEnv
+from hindsight.envs.base import canonical_json
+from hindsight.envs.contract import EnvError, EnvFailure
+from hindsight.envs.proxy import ProxyEnv
 
-#: The prefix of an environment id that runs the environment in Ray actors.
-RAY_PREFIX = "ray:"
 #: How many env actors this process keeps (default: the Ray cluster's CPUs).
 WORKERS_ENV = "HINDSIGHT_ENV_WORKERS"
 #: Instances one actor may hold at once, over all its sessions; the engine's pool bounds
@@ -47,16 +46,6 @@ _INSTANCES_PER_ACTOR = 1024
 #: session unused that long lost its episode.
 _CALL_TIMEOUT = 120.0
 _SESSION_TIMEOUT = 600.0
-
-
-def parse_ray_env(text: str) -> str | None:
-    """The environment id of `ray:ID`, or None when `text` does not name a Ray environment."""
-    if not isinstance(text, str) or not text.lower().startswith(RAY_PREFIX):
-        return None
-    env_id = text[len(RAY_PREFIX):].strip()
-    if not env_id:
-        raise EnvError(f"a Ray environment is named ray:ID, e.g. ray:frozenlake; got {text!r}")
-    return env_id
 
 
 class EnvWorker:

@@ -17,7 +17,8 @@ unchanged. Only calling `step` before `reset` or after the episode ended raises.
 
 Determinism is part of the contract: the same seed and the same action prefix
 reproduce the same observations and state keys, in any process.
-`hindsight.envs.checker` verifies it.
+`hindsight.envs.checker` verifies it. The contract itself, the members and errors every
+environment shares whatever it subclasses, is `hindsight.envs.contract`.
 
 Task instances come from a seeded generator. Which split a seed belongs to is decided by
 a hash of the generated *instance content*, so train, validation and test never share a
@@ -34,17 +35,13 @@ import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-if TYPE_CHECKING:
-    from hindsight.envs.instances import InstanceFile
+from hindsight.envs.contract import SPLITS, EnvError
+from hindsight.envs.instances import InstanceFile, read_instance_file
 
-SPLITS = ("train", "validation", "test")
 # Share of instance-hash buckets per split, out of 100.
 _SPLIT_BUCKETS = {"test": range(0, 10), "validation": range(10, 20), "train": range(20, 100)}
-
-INFO_KEYS = ("score", "success", "valid", "state_key", "admissible_actions")
 
 # How far `split_seeds` scans past `start`, per requested seed, before it concludes the
 # generator cannot produce enough distinct instances of a split (tiny difficulty settings).
@@ -55,18 +52,6 @@ _SCAN_MIN = 2000
 # instance can cost milliseconds (Sudoku checks uniqueness), and evaluation code asks for
 # the same split seeds many times.
 _SPLIT_CACHE: dict[tuple[str, str, int], tuple[str, str]] = {}
-
-
-class EnvError(Exception):
-    """A user-facing environment error (bad id, bad keyword, bad instance file, misuse)."""
-
-
-class EnvFailure(EnvError):
-    """The environment's process or server failed (a crash, a hang, a lost connection).
-
-    Not a mistake in the episode: a fresh instance replaying the same actions reaches the
-    same state (determinism), so the rollout engine recovers from it that way.
-    """
 
 
 def canonical_json(instance: Mapping[str, Any]) -> str:
@@ -93,7 +78,7 @@ def instance_split(instance: Mapping[str, Any]) -> str:
 
 
 class TextEnv(ABC):
-    """Base class for built-in environments.
+    """Base class for built-in environments; it implements `hindsight.envs.contract.Env`.
 
     Subclasses set `id`, `default_max_steps`, `description` and `criteria`; pass their
     difficulty knobs to `super().__init__` as keywords (they become `self.kwargs`); and
@@ -131,8 +116,6 @@ class TextEnv(ABC):
         self.max_steps = self._default_max_steps() if max_steps is None else _positive_int("max_steps", max_steps)
         self.instance_file: InstanceFile | None = None
         if instances is not None:
-            from hindsight.envs.instances import InstanceFile, read_instance_file
-
             loaded = instances if isinstance(instances, InstanceFile) else read_instance_file(instances)
             if loaded.env_id != self.id:
                 raise EnvError(f"{loaded.path}: the file holds {loaded.env_id!r} instances, not {self.id!r}")
@@ -250,6 +233,13 @@ class TextEnv(ABC):
             raise EnvError(f"{self.id}: call reset() before admissible_actions()")
         return [] if self.done else self._admissible_actions()
 
+    def close(self) -> None:
+        """Release what the environment holds; a pure-Python environment holds nothing.
+
+        Environments with a process or a connection behind them override it. Like theirs, it
+        may be called more than once, and `reset` after it starts afresh.
+        """
+
     def _require_live(self, what: str) -> None:
         if self.instance is None:
             raise EnvError(f"{self.id}: call reset() before {what}()")
@@ -320,18 +310,6 @@ class TextEnv(ABC):
             digest = instance_digest(self.generate_instance(seed))
             cached = _SPLIT_CACHE[key] = (digest, _bucket_split(digest))
         return cached
-
-
-def read_text_file(path: str | os.PathLike[str], what: str) -> str:
-    """A UTF-8 file's text; a missing file, a directory or other bytes is an EnvError naming `what` and the path."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise EnvError(f"{what} {path} does not exist") from None
-    except IsADirectoryError:
-        raise EnvError(f"{what} {path} is a directory") from None
-    except UnicodeDecodeError:
-        raise EnvError(f"{what} {path} is not UTF-8 text") from None
 
 
 def _positive_int(name: str, value: Any) -> int:

@@ -11,7 +11,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from hindsight.envs.base import EnvError, TextEnv, echo, int_knob
+from hindsight.envs.base import TextEnv, echo, int_knob
+from hindsight.envs.contract import EnvError
 
 TABLE = "table"
 VERBS = ("pickup", "putdown", "stack", "unstack")

@@ -1,10 +1,11 @@
 """An automatic audit of the environment contract.
 
 `check_env("frozenlake")` plays an environment the way the rest of Hindsight relies on
-it being played and lists every broken promise: nondeterministic resets or replays,
+it being played and lists every broken promise. It audits anything that implements the
+contract (`hindsight.envs.contract.Env`), a `TextEnv` or not: nondeterministic resets or replays,
 state keys that change with the process's hash seed, malformed `info`, scores outside
 [0, 1], wrong truncation, crashes on junk input, a step accepted after the episode
-ended, an oracle that fails, overlapping splits. It never raises for a broken
+ended, an oracle that fails, overlapping splits, a `close` that fails or spoils the next reset. It never raises for a broken
 environment; it reports. Only a failure to build the environment at all (an unknown
 id or keyword, an unreadable instance file) escapes, as EnvError.
 """
@@ -25,8 +26,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hindsight.envs.base import INFO_KEYS, SPLITS, EnvError, TextEnv, instance_split
 from hindsight.envs.actors import RayEnv
+from hindsight.envs.base import TextEnv, instance_split
+from hindsight.envs.contract import INFO_KEYS, SPLITS, Env, EnvError
 from hindsight.envs.remote import RemoteEnv
 
 #: Inputs no environment should accept. Each must be answered with valid=False.
@@ -90,7 +92,7 @@ class _Transition:
 
 
 def check_env(
-    env_id: str | type[TextEnv],
+    env_id: str | type[Env],
     kwargs: Mapping[str, Any] | None = None,
     seeds: int | Sequence[int] = 5,
     *,
@@ -100,7 +102,7 @@ def check_env(
     rng_seed: int = 0,
     hash_seed_check: bool = True,
 ) -> CheckReport:
-    """Audit an environment (a registered id, or a TextEnv subclass) against the contract.
+    """Audit an environment (a registered id or address, or a class implementing `Env`) against the contract.
 
     `seeds` is a count (seeds 0..n-1, or the first n seeds of an instance file) or an
     explicit list. For each seed the checker plays `prefixes` random action sequences of
@@ -116,6 +118,8 @@ def check_env(
     rng = random.Random(f"hindsight-check:{rng_seed}")
 
     _check_static(report, probe)
+    if report.seeds:
+        _check_close(report, factory, report.seeds[0])
     oracle = getattr(probe, "has_oracle", True)
     if not oracle:
         report.notes.append("oracle, oracle-midway: skipped; the environment declares no oracle (has_oracle)")
@@ -148,12 +152,12 @@ def check_env(
 
 
 # -- setup ----------------------------------------------------------------------------
-def _factory(env_id: str | type[TextEnv], kwargs: dict[str, Any]) -> tuple[Callable[[], TextEnv], str, dict[str, Any]]:
+def _factory(env_id: str | type[Env], kwargs: dict[str, Any]) -> tuple[Callable[..., Env], str, dict[str, Any]]:
     """A function building fresh environments, the name to report, and the env's config."""
     if isinstance(env_id, type):
         cls = env_id
 
-        def build(**extra: Any) -> TextEnv:
+        def build(**extra: Any) -> Env:
             return cls(**{**kwargs, **extra})
 
         sample = build()
@@ -164,16 +168,16 @@ def _factory(env_id: str | type[TextEnv], kwargs: dict[str, Any]) -> tuple[Calla
         sample = make(env_id, **kwargs)  # a bad id or keyword raises EnvError here, by design
         name = sample.id
 
-        def build(**extra: Any) -> TextEnv:
+        def build(**extra: Any) -> Env:
             return make(env_id, **{**kwargs, **extra})
 
-    config = sample.config
+    config = dict(sample.config)
     return build, name, config
 
 
-def _seed_list(env: TextEnv, seeds: int | Sequence[int]) -> list[int]:
+def _seed_list(env: Env, seeds: int | Sequence[int]) -> list[int]:
     if isinstance(seeds, int):
-        if env.instance_file is not None:
+        if isinstance(env, TextEnv) and env.instance_file is not None:
             return env.instance_file.seeds()[:seeds]
         return list(range(seeds))
     return [int(s) for s in seeds]
@@ -251,7 +255,7 @@ def _step_problems(result: Any, steps_taken: int, max_steps: int) -> list[str]:
 
 
 # -- checks ---------------------------------------------------------------------------
-def _check_static(report: CheckReport, env: TextEnv) -> None:
+def _check_static(report: CheckReport, env: Env) -> None:
     check = "static"
     _mark(report, check)
     instruction = _guard(report, check, "instruction", lambda: env.instruction)
@@ -267,7 +271,7 @@ def _check_static(report: CheckReport, env: TextEnv) -> None:
         report.fail(check, "config is not JSON-serialisable")
 
 
-def _check_reset(report: CheckReport, factory: Callable[..., TextEnv], seed: int) -> None:
+def _check_reset(report: CheckReport, factory: Callable[..., Env], seed: int) -> None:
     check = "reset"
     _mark(report, check)
     env, other = factory(), factory()
@@ -297,7 +301,7 @@ def _check_reset(report: CheckReport, factory: Callable[..., TextEnv], seed: int
             report.fail(check, f"seed {seed}: resetting {label} gave a different info (state_key or score)")
 
 
-def _check_junk(report: CheckReport, factory: Callable[..., TextEnv], seed: int) -> None:
+def _check_junk(report: CheckReport, factory: Callable[..., Env], seed: int) -> None:
     """Junk is refused without a crash, leaves the state alone, and the budget truncates exactly."""
     check = "junk-actions"
     _mark(report, check)
@@ -329,7 +333,27 @@ def _check_junk(report: CheckReport, factory: Callable[..., TextEnv], seed: int)
             return
 
 
-def _check_closed(report: CheckReport, env: TextEnv, where: str) -> None:
+def _check_close(report: CheckReport, factory: Callable[..., Env], seed: int) -> None:
+    """`close` releases a live environment without error, again without error, and a reset after it
+    plays the same episode as before (the engine closes every environment it made)."""
+    check = "close"
+    _mark(report, check)
+    env = factory()
+    first = _guard(report, check, f"seed {seed}: reset", lambda: env.reset(seed))
+    if first is None:
+        return
+    for what in ("close", "a second close"):
+        if _guard(report, check, f"seed {seed}: {what}", lambda: env.close() or True) is None:
+            return
+    again = _guard(report, check, f"seed {seed}: reset after close", lambda: env.reset(seed))
+    if again is None:
+        return
+    if again[0] != first[0] or _canonical_info(again[1]) != _canonical_info(first[1]):
+        report.fail(check, f"seed {seed}: a reset after close() gave a different observation or info")
+    _guard(report, check, f"seed {seed}: close after the reset", lambda: env.close() or True)
+
+
+def _check_closed(report: CheckReport, env: Env, where: str) -> None:
     check = "step-after-done"
     _mark(report, check)
     try:
@@ -342,7 +366,7 @@ def _check_closed(report: CheckReport, env: TextEnv, where: str) -> None:
     report.fail(check, f"{where}: step() was accepted after the episode ended")
 
 
-def _play_oracle(report: CheckReport, check: str, env: TextEnv, where: str, *, refusal_fails: bool = True) -> bool:
+def _play_oracle(report: CheckReport, check: str, env: Env, where: str, *, refusal_fails: bool = True) -> bool:
     """Follow the oracle until the episode ends; True on success.
 
     A refused oracle action is a violation unless `refusal_fails` is False (a gold path off
@@ -367,7 +391,7 @@ def _play_oracle(report: CheckReport, check: str, env: TextEnv, where: str, *, r
     return False
 
 
-def _check_oracle(report: CheckReport, factory: Callable[..., TextEnv], seed: int) -> None:
+def _check_oracle(report: CheckReport, factory: Callable[..., Env], seed: int) -> None:
     check = "oracle"
     _mark(report, check)
     env = factory()
@@ -378,7 +402,7 @@ def _check_oracle(report: CheckReport, factory: Callable[..., TextEnv], seed: in
 
 
 def _check_oracle_midway(
-    report: CheckReport, factory: Callable[..., TextEnv], config: Mapping[str, Any], seed: int, actions: list[Any]
+    report: CheckReport, factory: Callable[..., Env], config: Mapping[str, Any], seed: int, actions: list[Any]
 ) -> None:
     """From wherever a random prefix left the episode, the oracle still finds the goal (given time)."""
     check = "oracle-midway"
@@ -407,7 +431,7 @@ def _check_oracle_midway(
 
 
 def _random_prefix(
-    report: CheckReport, factory: Callable[..., TextEnv], seed: int, rng: random.Random, length: int | None,
+    report: CheckReport, factory: Callable[..., Env], seed: int, rng: random.Random, length: int | None,
     oracle: bool = True,
 ) -> list[Any] | None:
     """Play a random episode, checking each step; return the actions taken (None if it crashed).
@@ -452,7 +476,7 @@ def _random_prefix(
     return actions
 
 
-def _check_admissible(report: CheckReport, env: TextEnv, seed: int, admissible: list[str], rng: random.Random) -> None:
+def _check_admissible(report: CheckReport, env: Env, seed: int, admissible: list[str], rng: random.Random) -> None:
     """A few admissible actions, tried on copies of the live env, must all be valid."""
     for action in rng.sample(admissible, min(2, len(admissible))):
         trial = copy.deepcopy(env)
@@ -462,7 +486,7 @@ def _check_admissible(report: CheckReport, env: TextEnv, seed: int, admissible: 
             report.fail("admissible", f"seed {seed}: admissible action {action!r} was refused as invalid")
 
 
-def _check_replay(report: CheckReport, factory: Callable[..., TextEnv], seed: int, actions: list[Any]) -> None:
+def _check_replay(report: CheckReport, factory: Callable[..., Env], seed: int, actions: list[Any]) -> None:
     check = "replay"
     _mark(report, check)
     runs = []
@@ -492,16 +516,17 @@ def _check_replay(report: CheckReport, factory: Callable[..., TextEnv], seed: in
             return
 
 
-def _check_splits(report: CheckReport, factory: Callable[..., TextEnv], n: int) -> None:
+def _check_splits(report: CheckReport, factory: Callable[..., Env], n: int) -> None:
     check = "splits"
     _mark(report, check)
     env = factory()
-    if env.instance_file is not None:
+    instance_file = env.instance_file if isinstance(env, TextEnv) else None
+    if instance_file is not None:
         report.notes.append("splits: taken from the instance file as recorded, not re-derived")
     chosen: dict[str, list[int]] = {}
     for split in SPLITS:
-        if env.instance_file is not None:
-            available = len(env.instance_file.seeds(split))
+        if instance_file is not None:
+            available = len(instance_file.seeds(split))
             if available == 0:
                 continue
             count = min(n, available)
@@ -527,12 +552,12 @@ def _check_splits(report: CheckReport, factory: Callable[..., TextEnv], n: int) 
         if len(seeds) != count or len(set(seeds)) != len(seeds):
             report.fail(check, f"split_seeds({split!r}, {count}) returned {len(set(seeds))} distinct seeds")
         chosen[split] = list(seeds)
-        if env.instance_file is None:
+        if instance_file is None:
             # The split is recomputed from the instance's hash, unless the environment overrides
             # seed_split because its own data records splits (deepsearch's QA files may).
             own_splits = not isinstance(env, RemoteEnv) and type(env).seed_split is not TextEnv.seed_split
             for seed in seeds:
-                actual = env.seed_split(seed) if own_splits else instance_split(env.generate_instance(seed))
+                actual = env.seed_split(seed) if own_splits else instance_split(env.instance_for(seed))
                 if actual != split:
                     report.fail(check, f"seed {seed} was listed for {split} but seed_split gives {actual}")
     names = list(chosen)
@@ -541,16 +566,16 @@ def _check_splits(report: CheckReport, factory: Callable[..., TextEnv], n: int) 
             shared = sorted(set(chosen[first]) & set(chosen[second]))
             if shared:
                 report.fail(check, f"seeds {shared} are in both {first} and {second}")
-            if env.instance_file is None:
-                contents = {json.dumps(env.generate_instance(s), sort_keys=True) for s in chosen[first]}
+            if instance_file is None:
+                contents = {json.dumps(env.instance_for(s), sort_keys=True) for s in chosen[first]}
                 overlap = [
-                    s for s in chosen[second] if json.dumps(env.generate_instance(s), sort_keys=True) in contents
+                    s for s in chosen[second] if json.dumps(env.instance_for(s), sort_keys=True) in contents
                 ]
                 if overlap:
                     report.fail(check, f"{second} seeds {overlap} repeat a {first} instance")
 
 
-def _keys_and_observations(env: TextEnv, episodes: Sequence[tuple[int, Sequence[Any]]]) -> list[list[list[str]]]:
+def _keys_and_observations(env: Env, episodes: Sequence[tuple[int, Sequence[Any]]]) -> list[list[list[str]]]:
     """For each episode: [state_key, observation] after reset and after each action."""
     out = []
     for seed, actions in episodes:
@@ -567,7 +592,7 @@ def _keys_and_observations(env: TextEnv, episodes: Sequence[tuple[int, Sequence[
 
 def _check_hash_seed(
     report: CheckReport,
-    probe: TextEnv,
+    probe: Env,
     config: Mapping[str, Any],
     episodes: list[tuple[int, list[Any]]],
 ) -> None:
@@ -642,7 +667,7 @@ def _check_hash_seed(
                 break
 
 
-def _rebuild(cls: type[TextEnv], config: Mapping[str, Any]) -> TextEnv:
+def _rebuild(cls: type[Env], config: Mapping[str, Any]) -> Env:
     return cls(**config)
 
 

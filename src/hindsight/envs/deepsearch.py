@@ -34,8 +34,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hindsight.envs.base import SPLITS, EnvError, TextEnv, echo, instance_digest, int_knob, read_text_file
-from hindsight.envs.instances import json_object_line
+from hindsight.envs.base import TextEnv, echo, instance_digest, int_knob
+from hindsight.envs.contract import SPLITS, EnvError
+from hindsight.envs.instances import json_object_line, read_text_file
 from hindsight.envs.search import BM25Index
 
 MIN_HOPS, MAX_HOPS = 1, 4

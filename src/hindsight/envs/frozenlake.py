@@ -14,7 +14,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from hindsight.envs.base import EnvError, TextEnv, choice_knob, echo, float_knob, int_knob
+from hindsight.envs.base import TextEnv, choice_knob, echo, float_knob, int_knob
+from hindsight.envs.contract import EnvError
 
 Cell = tuple[int, int]
 

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hindsight.envs.base import EnvError, TextEnv, canonical_json, choice_knob
+from hindsight.envs.base import TextEnv, canonical_json, choice_knob
+from hindsight.envs.contract import EnvError
 
 #: TextWorld's logic for the generated games. In one room, the player stands in the middle
 #: or at one receptacle ("go to" reaches any receptacle from anywhere, as in ALFWorld).
@@ -832,6 +833,12 @@ class Household(TextEnv):
             "A closed receptacle must be opened before taking from it or putting into it. "
             "A command that is not possible changes nothing and answers \"Nothing happens.\""
         )
+
+    def close(self) -> None:
+        """Stop the TextWorld game in play (for ALFWorld games, its PDDL engine); `reset` starts a new one."""
+        game, self._tw = self._tw, None
+        if game is not None:
+            game.close()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Household:
         if self.source == "alfworld" and self._tw is not None:

@@ -20,12 +20,9 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hindsight.envs.base import SPLITS, EnvError, read_text_file
-
-if TYPE_CHECKING:
-    from hindsight.envs.base import TextEnv
+from hindsight.envs.contract import SPLITS, Env, EnvError
 
 FORMAT = "hindsight.instances"
 VERSION = 1
@@ -61,7 +58,7 @@ class InstanceFile:
         return sorted(r.seed for r in self.records if split is None or r.split == split)
 
 
-def export_instances(env: TextEnv, split: str, n: int, path: str | os.PathLike[str], *, start: int = 0) -> Path:
+def export_instances(env: Env, split: str, n: int, path: str | os.PathLike[str], *, start: int = 0) -> Path:
     """Write the first `n` instances of `split` (seeds from `start`) to `path`.
 
     The header records the environment's id and generator kwargs, plus its `max_steps`,
@@ -82,6 +79,18 @@ def export_instances(env: TextEnv, split: str, n: int, path: str | os.PathLike[s
     partial.write_text("\n".join(lines) + "\n", encoding="utf-8")
     partial.replace(target)
     return target
+
+
+def read_text_file(path: str | os.PathLike[str], what: str) -> str:
+    """A UTF-8 file's text; a missing file, a directory or other bytes is an EnvError naming `what` and the path."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise EnvError(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise EnvError(f"{what} {path} is a directory") from None
+    except UnicodeDecodeError:
+        raise EnvError(f"{what} {path} is not UTF-8 text") from None
 
 
 def read_instance_file(path: str | os.PathLike[str], env_id: str | None = None) -> InstanceFile:

@@ -26,12 +26,13 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Mapping, Sequence
-from urllib.parse import urlsplit
+from typing import Any, Mapping
 
 import httpx
 
-from hindsight.envs.base import EnvError, EnvFailure, canonical_json
+from hindsight.envs.base import canonical_json
+from hindsight.envs.contract import EnvError, EnvFailure
+from hindsight.envs.proxy import ProxyEnv
 
 TIMEOUT_ENV = "HINDSIGHT_ENV_TIMEOUT"
 _DEFAULT_TIMEOUT = 120.0
@@ -42,26 +43,6 @@ _BUSY_WAIT = 60.0
 _clients: dict[str, httpx.Client] = {}
 _specs: dict[tuple[str, str, str], dict[str, Any]] = {}
 _lock = threading.Lock()
-
-
-def parse_env_url(text: str) -> tuple[str, str] | None:
-    """(server, env id) of `http(s)://HOST:PORT[/PREFIX]/ID`, or None when `text` is not a URL."""
-    if not isinstance(text, str) or not text.lower().startswith(("http://", "https://")):
-        return None
-    parts = urlsplit(text.strip())
-    path = parts.path.rstrip("/")
-    base, _, env_id = path.rpartition("/")
-    if not parts.netloc or not env_id:
-        raise EnvError(f"an environment URL looks like http://HOST:PORT/ID, got {text!r}")
-    return f"{parts.scheme}://{parts.netloc}{base}", env_id
-
-
-def env_label(env: str) -> str:
-    """The environment id in a name made for files: the id of a URL or of `ray:ID`, else the text itself."""
-    from hindsight.envs.actors import parse_ray_env
-
-    url = parse_env_url(env)
-    return url[1] if url else parse_ray_env(env) or env
 
 
 def _timeout() -> float:
@@ -135,66 +116,6 @@ def _close_quietly(server: str, env_id: str, session: str) -> None:
         request(server, "DELETE", f"/{env_id}/sessions/{session}")
     except EnvError:
         pass  # the server reclaims sessions that idle past its timeout
-
-
-class ProxyEnv:
-    """What an environment living in another process shares, whatever carries its calls: the
-    spec, read once, and the last `info` it sent, which answers `state_key`, `score`,
-    `is_success` and `admissible_actions` without another round trip. Subclasses open and
-    forget their session and set `lost_session`, the error of a session the other side lost.
-    """
-
-    instance_file = None  # instance files are read on the other side (`instances=PATH` goes there)
-    lost_session = "the session was lost"
-
-    def _adopt(self, spec: Mapping[str, Any]) -> None:
-        self.id: str = spec["id"]
-        self.description: str = spec["description"]
-        self.instruction: str = spec["instruction"]
-        self.criteria: str = spec["criteria"]
-        self.max_steps: int = int(spec["max_steps"])
-        self.oracle_replans: bool = bool(spec.get("oracle_replans", True))
-        self.has_oracle: bool = bool(spec.get("has_oracle", True))
-        self._config: dict[str, Any] = dict(spec["config"])
-        self.seed: int | None = None
-        self.steps_taken = 0
-        self.done = False
-        self._info: dict[str, Any] | None = None
-        self._session: str | None = None
-        self._closer: weakref.finalize | None = None
-
-    def admissible_actions(self) -> Sequence[str]:
-        if self._info is None:
-            raise EnvError(f"{self.id}: call reset() before admissible_actions()")
-        return [] if self.done else list(self._info["admissible_actions"])
-
-    def state_key(self) -> str:
-        return str(self._last_info("state_key")["state_key"])
-
-    def score(self) -> float:
-        return float(self._last_info("score")["score"])
-
-    def is_success(self) -> bool:
-        return bool(self._last_info("is_success")["success"])
-
-    def close(self) -> None:
-        """Give the other side's instance back to its pool (also done when the episode ends)."""
-        if self._closer is not None:
-            self._closer()
-        self._session, self._closer = None, None
-
-    def _require_live(self, what: str) -> None:
-        if self._info is None:
-            raise EnvError(f"{self.id}: call reset() before {what}()")
-        if self.done:
-            raise EnvError(f"{self.id}: the episode is over; {what}() has nothing to act on")
-        if self._session is None:
-            raise EnvFailure(f"{self.id}: {self.lost_session}; replay the episode on a new instance")
-
-    def _last_info(self, what: str) -> dict[str, Any]:
-        if self._info is None:
-            raise EnvError(f"{self.id}: call reset() before {what}()")
-        return self._info
 
 
 class RemoteEnv(ProxyEnv):

@@ -29,7 +29,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from hindsight.envs.base import SPLITS, EnvError, EnvFailure, TextEnv, float_knob, int_knob
+from hindsight.envs.base import TextEnv, float_knob, int_knob
+from hindsight.envs.contract import SPLITS, EnvError, EnvFailure
 
 #: Variations per task in the benchmark's train, dev and test splits (scienceworld 1.2.3),
 #: in the benchmark's task order (1-1 ... 10-2). Each split is a contiguous range of

@@ -47,8 +47,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
-from hindsight.envs import make
-from hindsight.envs.base import EnvError, EnvFailure, TextEnv, canonical_json
+from hindsight.envs.base import TextEnv, canonical_json
+from hindsight.envs.catalog import make_local
+from hindsight.envs.contract import EnvError, EnvFailure
 
 T = TypeVar("T")
 
@@ -106,7 +107,7 @@ class EnvPool:
         if session_timeout <= 0 or call_timeout <= 0:
             raise EnvError("timeouts must be positive")
         self.defaults = dict(defaults or {})
-        probe = make(env_id, **self.defaults)  # a bad id or keyword stops the server before it starts
+        probe = make_local(env_id, **self.defaults)  # a bad id or keyword stops the server before it starts
         self.env_id = probe.id
         self.size, self.session_timeout, self.call_timeout = size, session_timeout, call_timeout
         self._lock = threading.Lock()
@@ -127,7 +128,7 @@ class EnvPool:
         with self._probe_lock:
             env = self._probes.get(key)
             if env is None:
-                env = self._guarded(lambda: make(self.env_id, **merged), "start")
+                env = self._guarded(lambda: make_local(self.env_id, **merged), "start")
                 if len(self._probes) >= _PROBES_KEPT:
                     self._probes.pop(next(iter(self._probes)))
                 self._probes[key] = env
@@ -148,7 +149,7 @@ class EnvPool:
                 self._reserve()  # the new instance is built outside the lock
         if idle is not None:
             return self._new_session(key, lambda: idle)
-        return self._new_session(key, lambda: self._guarded(lambda: make(self.env_id, **merged), "start"))
+        return self._new_session(key, lambda: self._guarded(lambda: make_local(self.env_id, **merged), "start"))
 
     def fork(self, session_id: str) -> str:
         """A new session on a deep copy of the session's instance, in the same state."""

@@ -14,7 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from hindsight.envs.base import EnvError, TextEnv, echo, int_knob
+from hindsight.envs.base import TextEnv, echo, int_knob
+from hindsight.envs.contract import EnvError
 
 SIZES = (4, 9)
 # Blank counts the generator reaches reliably while keeping the solution unique.

@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hindsight.envs.base import EnvError, TextEnv, echo, int_knob
+from hindsight.envs.base import TextEnv, echo, int_knob
+from hindsight.envs.contract import EnvError
 from hindsight.envs.search import BM25Index
 
 #: Seed of the catalogue generator. Changing it changes every item and so every task.

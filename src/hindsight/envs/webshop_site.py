@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import unquote, urljoin, urlsplit
 
-from hindsight.envs.base import SPLITS, EnvError, EnvFailure, TextEnv, echo, float_knob
+from hindsight.envs.base import TextEnv, echo, float_knob
+from hindsight.envs.contract import SPLITS, EnvError, EnvFailure
 from hindsight.envs.webshop import ACTION_PATTERN, normalise
 
 #: The WebShop baselines' goal ranges per split: (first goal, one past the last; None = no end).

@@ -21,6 +21,7 @@ loaded only when an adapter is actually used.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -152,7 +153,7 @@ def resolve_adapter(text: str | os.PathLike[str]) -> AdapterSource:
         raise ModelError("an adapter needs a name or a path")
     path = Path(raw).expanduser()
     if "+" in raw and not path.exists():
-        from hindsight.llm import parse_spec
+        from hindsight.llm.specs import parse_spec
 
         try:
             parsed = parse_spec(raw)
@@ -228,9 +229,17 @@ class AdapterWeights:
         return self.source.describe()
 
     def lora_config(self) -> Any:
-        """A peft `LoraConfig` that rebuilds this adapter's layers (for merging)."""
+        """A peft `LoraConfig` that rebuilds this adapter's layers (for merging).
+
+        A config read from a folder is copied without its `base_model_name_or_path`: that names
+        the base the adapter was saved against (a spec such as `smollm2`), never the loaded
+        model, and peft warns when `get_peft_model` renames it. The copy also leaves the stored
+        config as it was read, whatever peft writes into the one it is given.
+        """
         if self.peft_config is not None:
-            return self.peft_config
+            config = copy.deepcopy(self.peft_config)
+            config.base_model_name_or_path = None
+            return config
         if self.alpha is None:
             raise ModelError(self.alpha_unknown)
         from peft import LoraConfig
@@ -427,7 +436,7 @@ def _check_recorded_base(weights: AdapterWeights, base: str, merged: Sequence[st
     # a warning, not an error.
     if not weights.base or "+" not in weights.base:
         return
-    from hindsight.llm import parse_spec
+    from hindsight.llm.specs import parse_spec
 
     try:
         expected = parse_spec(weights.base).adapters
@@ -522,7 +531,7 @@ def write_peft_adapter(out: Path, tensors: Mapping[str, torch.Tensor], lora: Any
 def _peft_base_name(spec: str) -> str:
     # peft tools read base_model_name_or_path to find the base; give them a folder when the
     # run's base is a plain transformers folder, else the Hindsight spec as a description.
-    from hindsight.llm import parse_spec
+    from hindsight.llm.specs import parse_spec
 
     try:
         parsed = parse_spec(spec)

@@ -12,7 +12,8 @@ to different replicas (the samples of a GRPO group) do not draw the same tokens.
 uses $OMP_NUM_THREADS torch threads (what `--threads` sets), 1 when it is unset.
 
 Weights being trained (`hindsight.train.replicas` does this for a training run): replicas
-started with a LoRA shape hold one adapter per role. `push(role, tensors, version, probes)`
+of its `TrainableReplica` class, a `ModelReplica` with the trainer's LoRA shape, hold one
+adapter per role. `push(role, tensors, version, probes)`
 puts the adapter's matrices in Ray's object store once; every replica copies them into its
 adapter, records `version` (the update the weights come from) and scores the probe token
 sequences under them, for the caller to compare with its own. Every generate call names
@@ -32,13 +33,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hindsight.llm.base import ModelError
+from hindsight.llm.base import ModelBackend, ModelError
 from hindsight.types import ChatMessage, Completion, GenerationRequest, SamplingParams
 
-if TYPE_CHECKING:
-    from hindsight.train.model import LoraSettings
+#: What builds a replica's model from its spec and options: `hindsight.llm.load_model`, handed
+#: down by whoever starts the replicas, since this module is one of the backends it loads.
+Loader = Callable[..., ModelBackend]
 
 #: Seed offset between the chunks of one batch.
 CHUNK_SEED_STRIDE = 1_000_003
@@ -47,29 +49,26 @@ REPLICA_RETRIES = 3
 
 
 class ModelReplica:
-    """One replica (a Ray actor): SPEC loaded, and with a LoRA shape one adapter per role.
+    """One replica (a Ray actor): SPEC loaded with `load`, generating for the base model (no roles).
 
     A failure to load is kept and reported by `ready`, so that the driver can show it as
-    one line instead of Ray's account of a dead actor.
+    one line instead of Ray's account of a dead actor. `hindsight.train.replicas.TrainableReplica`
+    adds one adapter per role, for weights pushed by a trainer.
     """
 
-    def __init__(self, spec: str, options: dict[str, Any], lora: LoraSettings | None, roles: tuple[str, ...]):
+    def __init__(self, spec: str, options: dict[str, Any], load: Loader):
         self.failure: str | None = None
-        self.model = None
         # Which update each role's weights come from; the base model, without roles, is version 0.
         self.versions: dict[str | None, int] = {}
         try:
-            from hindsight.llm import load_model
-
-            self.backend = load_model(spec, **options)
-            if lora is not None:
-                from hindsight.train.model import TrainableModel
-
-                self.model = TrainableModel(self.backend, roles, lora)
-            else:
-                self.versions[None] = 0
+            self.backend = load(spec, **options)
+            self._prepare()
         except Exception as exc:  # noqa: BLE001 - reported by ready() as one line
             self.failure = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ModelError) else str(exc)
+
+    def _prepare(self) -> None:
+        """Ready the loaded backend for generating; a plain replica generates with the base weights only."""
+        self.versions[None] = 0
 
     def ready(self) -> tuple[int, str | None]:
         """(this process's id, why the model could not be loaded or None)."""
@@ -81,11 +80,7 @@ class ModelReplica:
     def load(self, role: str, tensors: dict[str, Any], version: int, probes: list[list[int]]) -> list[list[float]]:
         """Take `role`'s adapter weights of update `version`; the probes' log-probs under them."""
         self._require_model()
-        if self.model is None:
-            raise ModelError("this replica was started without a LoRA shape, so it takes no adapter weights")
-        self.model.load_adapter_state(role, tensors)
-        self.versions[role] = version
-        return self.model.sequence_logprobs(role, probes)
+        raise ModelError("this replica was started without a LoRA shape, so it takes no adapter weights")
 
     def generate(self, conversations: list[tuple[ChatMessage, ...]], params: SamplingParams, role: str | None,
                  version: int) -> tuple[int | None, list[Completion]]:
@@ -94,9 +89,11 @@ class ModelReplica:
         held = self.versions.get(role)
         if held != version:
             return held, []
-        if role is not None:
-            self.model.activate(role)
+        self._activate(role)
         return held, self.backend.generate([GenerationRequest(messages) for messages in conversations], params)
+
+    def _activate(self, role: str | None) -> None:
+        """Switch on `role`'s weights; a plain replica holds only the base model's (role None)."""
 
     def _require_model(self) -> None:
         if self.failure is not None:  # a restarted replica that could not load the model again
@@ -129,18 +126,19 @@ class ReplicaBackend:
         return f"ReplicaBackend(spec={self.spec!r}, replicas={len(self.handles)})"
 
     @classmethod
-    def load(cls, model_spec: str, *, spec: str, replicas: int | None = None, num_gpus: float = 0.0,
+    def load(cls, model_spec: str, load: Loader, /, *, spec: str, replicas: int | None = None, num_gpus: float = 0.0,
              dtype: str | None = None, max_batch_size: int | None = None) -> ReplicaBackend:
-        """Start `replicas` replicas of `model_spec` (default: one per CPU, or per `num_gpus` GPUs, of the
-        cluster); each reserves `num_gpus` GPUs (a fraction shares one; 0 runs on CPU)."""
-        return cls.start(model_spec, spec=spec, replicas=replicas, num_gpus=num_gpus, dtype=dtype,
+        """Start `replicas` replicas of `model_spec`, each loading it with `load` (default: one per CPU, or per
+        `num_gpus` GPUs, of the cluster); each reserves `num_gpus` GPUs (a fraction shares one; 0 runs on CPU)."""
+        return cls.start(model_spec, load, spec=spec, replicas=replicas, num_gpus=num_gpus, dtype=dtype,
                          max_batch_size=max_batch_size)
 
     @classmethod
-    def start(cls, model_spec: str, *, spec: str, replicas: int | None = None, num_gpus: float = 0.0,
-              dtype: str | None = None, max_batch_size: int | None = None, lora: LoraSettings | None = None,
-              roles: tuple[str, ...] = ()) -> ReplicaBackend:
-        """`load`, and with `lora` one adapter per role in each replica, for weights pushed by a trainer."""
+    def start(cls, model_spec: str, load: Loader, *, spec: str, replicas: int | None = None, num_gpus: float = 0.0,
+              dtype: str | None = None, max_batch_size: int | None = None,
+              replica: type[ModelReplica] = ModelReplica, replica_args: tuple[Any, ...] = ()) -> ReplicaBackend:
+        """`load`, with replicas of class `replica` (its arguments after spec, options and loader:
+        `replica_args`); a trainer's `TrainableReplica` holds one adapter per role."""
         from hindsight.cluster import cluster_resource, connect
 
         ray = connect(f"ray:{model_spec}", ModelError)
@@ -160,9 +158,9 @@ class ReplicaBackend:
             options["device"] = "cpu"  # Ray leaves the GPUs visible to an actor that reserves none
         # Restarted by Ray when their process dies; a call is never retried by Ray itself,
         # since the backend redoes a lost chunk only once the replica holds the right weights.
-        actor = ray.remote(ModelReplica).options(max_restarts=-1, max_task_retries=0, num_cpus=0, num_gpus=num_gpus,
+        actor = ray.remote(replica).options(max_restarts=-1, max_task_retries=0, num_cpus=0, num_gpus=num_gpus,
                                                  scheduling_strategy="SPREAD")
-        handles = [actor.remote(model_spec, options, lora, tuple(roles)) for _ in range(replicas)]
+        handles = [actor.remote(model_spec, options, load, *replica_args) for _ in range(replicas)]
         backend = cls(handles, spec=spec)
         for _, failure in ray.get([handle.ready.remote() for handle in handles]):
             if failure is not None:

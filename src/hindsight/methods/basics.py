@@ -8,13 +8,17 @@ also take `CriticView`. A field is documented once, here, where it is declared.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+import torch
 
 from hindsight.agent.critic import CriticPrompt
 from hindsight.agent.engine import PreActionWriter, RolloutConfig
 from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory, PromptBuilder
-from hindsight.algos.grpo import Aggregation
+from hindsight.algos.advantages import ADVANTAGE_ESTIMATORS, AdvantageOptions, Advantages, GroupBatch
+from hindsight.algos.grpo import LOSS_AGGREGATIONS, STD_CONVENTIONS
 from hindsight.configs import option
 from hindsight.llm.hf import WEIGHT_DTYPES
 from hindsight.train.update import UpdateSettings
@@ -26,7 +30,8 @@ class Schedule:
     """When a run evaluates and saves, in units of its loop (updates or optimizer steps).
 
     `eval_every` 0 means no evaluation during the run, nor before the first unit; an empty
-    `final_split` skips the evaluation after the last unit.
+    `final_split` skips the evaluation after the last unit. `stop_on_collapse` ends the run
+    after a unit at which the collapse alarm (diagnostics/health.py) fired.
     """
 
     checkpoint_every: int
@@ -35,6 +40,7 @@ class Schedule:
     eval_episodes: int = 0
     final_split: str = ""
     final_episodes: int = 0
+    stop_on_collapse: bool = False
 
 
 @dataclass(frozen=True)
@@ -113,9 +119,9 @@ class TrainingBasics:
 
     def pre_action(self) -> PreActionWriter | None:
         """What the policy writes before each action: Self-Guide's self-assessment, or nothing."""
-        from hindsight.agent.selfguide import SelfAssessor
+        from hindsight.agent.writers import build_pre_action, pre_action_name
 
-        return SelfAssessor(max_new_tokens=self.assessment_max_new_tokens) if self.self_guide else None
+        return build_pre_action(pre_action_name(self_guide=self.self_guide), self.assessment_max_new_tokens)
 
     def rollout_config(self, sampling: SamplingParams, split: str, seed: int | None = None) -> RolloutConfig:
         """How this run's policy is prompted and sampled."""
@@ -204,18 +210,38 @@ class PolicyGradientBasics(TrainingBasics):
                                                  "mean over trajectories: the papers' 1/|o_i|), turn_mean (each turn "
                                                  "its own unit, so longer trajectories weigh more) or token_mean (DAPO)")
     normalize_std: bool = option(True, "divide advantages by the group's standard deviation")
+    advantage_estimator: str = option("grpo", "how returns become advantages: grpo (the group-normalised return, one "
+                                              "per trajectory) or gigpo (GiGPO: plus a step-level advantage from the "
+                                              "steps taken from the same state within a group); any name in "
+                                              "hindsight.algos.advantages.ADVANTAGE_ESTIMATORS")
+    advantage_std: str = option("population", "standard deviation of normalize_std: population (divide by G; "
+                                              "Hindsight's default) or sample (G − 1, as verl; advantages "
+                                              "√((G − 1)/G) times smaller), see docs/training.md")
+    gamma: float = option(0.95, "discount of the step-level returns of advantage_estimator: gigpo (verl-agent's 0.95)")
+    step_advantage_weight: float = option(1.0, "ω, the weight of GiGPO's step-level advantage (advantage_estimator: "
+                                               "gigpo)")
     gradient_checkpointing: bool = option(False, "trade compute for memory in the update")
     eval_every: int = option(5, "evaluate on the validation split every N updates (0 disables)")
     eval_episodes: int = option(50, "tasks per evaluation")
     final_eval_split: str = option("test", "split evaluated at the end ('' skips it)")
     final_eval_episodes: int = option(100, "tasks of the final evaluation")
     checkpoint_every: int = option(5, "save a checkpoint every N updates")
+    stop_on_collapse: bool = option(False, "end the run, checkpoint saved, after an update at which the collapse "
+                                           "alarm fired (health/collapsing: a loop ratio, invalid rate or zero-"
+                                           "variance share that rose, or a return spread or action entropy that "
+                                           "fell, and stayed so; docs/training.md); summary.json then says "
+                                           "stopped: collapse")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.reward not in ("score", "success"):
             raise ValueError("reward must be 'score' or 'success'")
-        Aggregation(self.aggregation)
+        LOSS_AGGREGATIONS.get(self.aggregation)
+        ADVANTAGE_ESTIMATORS.get(self.advantage_estimator)
+        if self.advantage_std not in STD_CONVENTIONS:
+            raise ValueError(f"advantage_std must be one of {', '.join(STD_CONVENTIONS)}, not {self.advantage_std!r}")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1], not {self.gamma}")
         if self.group_size < 2:
             raise ValueError("group_size must be >= 2 (advantages are relative to the group)")
         if self.checkpoint_every < 1:
@@ -231,7 +257,7 @@ class PolicyGradientBasics(TrainingBasics):
     def update_settings(self) -> UpdateSettings:
         return UpdateSettings(
             clip_low=self.clip_low, clip_high=self.clip_high, kl_coef=self.kl_coef,
-            aggregation=Aggregation(self.aggregation), epochs=self.epochs,
+            aggregation=self.aggregation, epochs=self.epochs,
             micro_batch_size=self.micro_batch_size, max_grad_norm=self.max_grad_norm,
         )
 
@@ -240,11 +266,38 @@ class PolicyGradientBasics(TrainingBasics):
             checkpoint_every=self.checkpoint_every, keep_checkpoints=self.keep_checkpoints,
             eval_every=self.eval_every, eval_episodes=self.eval_episodes,
             final_split=self.final_eval_split, final_episodes=self.final_eval_episodes,
+            stop_on_collapse=self.stop_on_collapse,
         )
 
     def trajectory_return(self, trajectory: Trajectory) -> float:
         """The environment's return of a trajectory: its success (0/1) or its final task score."""
         return float(trajectory.success) if self.reward == "success" else trajectory.score
+
+    def advantage_options(self) -> AdvantageOptions:
+        return AdvantageOptions(normalize_std=self.normalize_std, std=self.advantage_std, gamma=self.gamma,
+                                step_weight=self.step_advantage_weight)
+
+    def advantages(self, trajectories: Sequence[Trajectory], returns: Sequence[float],
+                   group_ids: Sequence[Hashable]) -> Advantages:
+        """The configured estimator's advantages of trajectories with these returns and groups.
+
+        The return is the trajectory's outcome, so each trajectory's step rewards are 0 but
+        for its last step, which carries the return (what GiGPO discounts).
+        """
+        batch = GroupBatch(
+            torch.tensor(list(returns), dtype=torch.float64), tuple(group_ids),
+            step_rewards=tuple(tuple(0.0 for _ in t.steps[1:]) + ((r,) if t.steps else ())
+                               for t, r in zip(trajectories, returns, strict=True)),
+            state_keys=tuple(tuple(step.state_key for step in t.steps) for t in trajectories),
+        )
+        return ADVANTAGE_ESTIMATORS.get(self.advantage_estimator)(batch, self.advantage_options())
+
+    def matrix_advantages(self, returns: torch.Tensor) -> torch.Tensor:
+        """The configured estimator on a [num_groups, G] matrix of returns of single generations
+        (no steps, e.g. ECHO's critiques): returns [num_groups, G], dtype of `returns`."""
+        advantages = ADVANTAGE_ESTIMATORS.get(self.advantage_estimator)(GroupBatch.from_matrix(returns),
+                                                                       self.advantage_options())
+        return advantages.trajectory.to(returns.dtype).view_as(returns)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from hindsight.methods.basics import CriticView, SupervisedBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun
 from hindsight.methods.model_setup import load_latest, load_trainable
 from hindsight.methods.progress import TrainingProgress
+from hindsight.methods.registry import training_method
 from hindsight.methods.supervised import fit_supervised
 from hindsight.train.checkpoint import list_checkpoints
 from hindsight.train.distributed import single_process
@@ -129,6 +130,7 @@ def critique_evaluator(
     return evaluate
 
 
+@training_method("critic-sft", CriticSFTConfig, help="warm start of ECHO's critic by imitating the template critic")
 def train_critic_sft(config: CriticSFTConfig, out: str | Path, *, resume: bool = False) -> Path:
     from hindsight.envs import make
 

@@ -41,13 +41,14 @@ from hindsight.agent.cso import (
 )
 from hindsight.agent.engine import Task
 from hindsight.agent.evaluate import summarize
-from hindsight.agent.prm import JudgePRM, OraclePRM, ProcessRewardModel
+from hindsight.agent.prm import build_prm
 from hindsight.algos.cso import EXPERT_POLICY, GAMMA_HIGH, GAMMA_LOW, PAIR_SOURCES, POLICY_POLICY, check_thresholds
 from hindsight.configs import option
 from hindsight.diagnostics.live import live_tide_metrics
 from hindsight.logs import trajectory_from_record, trajectory_to_record
 from hindsight.methods.lifecycle import TrainingRun
 from hindsight.methods.preference import PreferenceBasics, RoundFiles, frozen_role
+from hindsight.methods.registry import training_method
 from hindsight.roles import RoleSpec, parse_role, resolve
 from hindsight.train.distributed import single_process
 from hindsight.train.dpo import dpo_round
@@ -55,6 +56,10 @@ from hindsight.types import SamplingParams, Trajectory
 
 
 METHODS = ("cso", "step-dpo", "ipr")
+
+
+#: Who may rate actions for CSO: the oracle, the policy itself, an adapter of its own, or a separate model.
+PRM_ROLES = ("oracle", "policy", "adapter", "backend")
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,7 @@ class CSOConfig(PreferenceBasics):
     def role_specs(self) -> tuple[RoleSpec, RoleSpec]:
         """The expert and PRM roles."""
         return (parse_role("expert", self.expert, ("oracle", "policy", "adapter", "backend")),
-                parse_role("prm", self.prm, ("oracle", "policy", "adapter", "backend")))
+                parse_role("prm", self.prm, PRM_ROLES))
 
 
 def _scored_from(record: dict) -> ScoredStep:
@@ -143,6 +148,8 @@ def funnel(rollouts: Sequence[Trajectory], failures: Sequence[Trajectory], score
     return row
 
 
+@training_method("cso", CSOConfig,
+                 help="Critical Step Optimization: DPO on verified critical steps of the policy's failures")
 def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Path:
     single_process("cso")
     run = TrainingRun("cso", CSOConfig, config, out, resume=resume)
@@ -151,8 +158,7 @@ def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Pa
     model = config.load_policy([expert_role, prm_role])
     run.begin(model, {}, {}, config.rounds_schedule())
     expert_backend = resolve(expert_role, model)
-    prm: ProcessRewardModel = OraclePRM() if prm_role.kind == "oracle" else JudgePRM(
-        resolve(prm_role, model), fallback=config.prm_fallback)
+    prm = build_prm(config.prm, model, fallback=config.prm_fallback, allowed=PRM_ROLES)
 
     prompts = config.rollout_config(SamplingParams(), "train").prompt_builder()
 

@@ -10,7 +10,8 @@ One update, top to bottom (the paper's Algorithm 1):
              scratch with critique j in its system prompt; s_r^j = its return
     rewards  critic reward r_c^j = gain(s_o, s_r^j): saturation-aware
              ln((1 − s_o + η) / (1 − s_r + η)) or linear s_r − s_o; negative gains × λ
-    adv      A_P = s_r normalised within each group of N; A_C = r_c normalised likewise
+    adv      A_P = s_r normalised within each group of N; A_C = r_c normalised likewise (the
+             config's advantage_estimator; gigpo adds step-level advantages to A_P)
     update   the policy adapter on the refinements' turns (prompts include the critique)
              with A_P, the critic adapter on its critiques with A_C: each its own optimizer
              and schedule, the clipped GRPO objective and the k3 KL to the base model or,
@@ -39,18 +40,18 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
-from hindsight.agent.critic import (
-    Critic, Critique, ModelCritic, NoCritic, TemplateCritic, parse_critique, template_critique,
-)
+from hindsight.agent.critic import CRITICS, Critic, Critique, critic_name, parse_critique, template_critique
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.evaluate import EvalSummary, summarize
 from hindsight.agent.prompts import PromptBuilder
+from hindsight.envs.contract import Env
 from hindsight.algos.echo import Gain, critic_rewards, improvement_rate, mean_gain, near_ceiling_improvements
-from hindsight.algos.grpo import group_advantages, nonzero_variance_groups
+from hindsight.algos.advantages import Advantages
+from hindsight.algos.grpo import nonzero_variance_groups
 from hindsight.configs import option
 from hindsight.diagnostics.live import live_tide_metrics
 from hindsight.logs import RunDir, read_trajectories
@@ -58,6 +59,7 @@ from hindsight.methods.basics import CriticView, EvalSettings, PolicyGradientBas
 from hindsight.methods.lifecycle import Evaluator, TrainingRun, evaluate_trainable
 from hindsight.methods.metrics import eval_metrics, update_metrics
 from hindsight.methods.model_setup import load_latest, load_trainable, make_optimizer
+from hindsight.methods.registry import training_method
 from hindsight.roles import parse_role, resolve
 from hindsight.train.distributed import Workers
 from hindsight.train.model import TrainableModel
@@ -133,14 +135,13 @@ class ECHOConfig(PolicyGradientBasics, CriticView):
 
 def build_critic(config: ECHOConfig, model: TrainableModel, criteria: str) -> Critic:
     """The critic the config asks for (the adapter critic writes with `model`)."""
-    if config.no_critic:
-        return NoCritic()
-    if config.critic == "template":
-        return TemplateCritic()
+    name = critic_name(config.critic, no_critic=config.no_critic)
+    if name != "model":
+        return CRITICS.get(name)(None, None, name)
     prompt = config.critic_prompt(criteria, config.rollout_config(SamplingParams(), "train").prompt_builder())
     role = parse_role("critic", config.critic)
     # The adapter critic is the model's own "critic" adapter, switched on while it writes.
-    return ModelCritic(resolve(role, model), prompt, name="adapter" if role.kind == "adapter" else "")
+    return CRITICS.get(name)(resolve(role, model), prompt, "adapter" if role.kind == "adapter" else "")
 
 
 def load_echo_model(config: ECHOConfig) -> TrainableModel:
@@ -186,7 +187,8 @@ class EchoScores:
 
     initial: [Q] s_o; refined: [Q, N] s_r; critic_rewards: [Q, N] r_c;
     policy_advantages: [Q, N] A_P (s_r normalised per group); critic_advantages: [Q, N]
-    A_C (r_c normalised per group).
+    A_C (r_c normalised per group); policy: the estimator's output over the Q·N refinements,
+    row by row, with per-step advantages when the config's advantage_estimator gives them.
     """
 
     initial: torch.Tensor
@@ -194,6 +196,7 @@ class EchoScores:
     critic_rewards: torch.Tensor
     policy_advantages: torch.Tensor
     critic_advantages: torch.Tensor
+    policy: Advantages
 
     @classmethod
     def compute(cls, config: ECHOConfig, attempts: Sequence[Trajectory],
@@ -204,8 +207,10 @@ class EchoScores:
                                dtype=torch.float64)
         rewards = critic_rewards(initial, refined, gain=Gain(config.gain), eta=config.eta,
                                  negative_weight=config.negative_weight)
-        return cls(initial, refined, rewards, group_advantages(refined, normalize_std=config.normalize_std),
-                   group_advantages(rewards, normalize_std=config.normalize_std))
+        policy = config.advantages([t for row in refinements for t in row], refined.flatten().tolist(),
+                                   [q for q, row in enumerate(refinements) for _ in row])
+        return cls(initial, refined, rewards, policy.trajectory.view_as(refined), config.matrix_advantages(rewards),
+                   policy)
 
     def annotate(self, config: ECHOConfig, refinements: Sequence[Sequence[Trajectory]], critic: str,
                  **meta: Any) -> list[Trajectory]:
@@ -251,16 +256,17 @@ def critique_metrics(
 
 
 def policy_sequences(
-    refinements: Sequence[Sequence[Trajectory]], advantages: torch.Tensor, tokenizer: Any, prompts: PromptBuilder,
+    refinements: Sequence[Sequence[Trajectory]], advantages: Advantages, tokenizer: Any, prompts: PromptBuilder,
 ) -> tuple[list[TrainingSequence], list[float]]:
-    """Every turn of every refinement with its A_P. The prompts are rebuilt with the
-    trajectory's guidance, so the policy learns from exactly what it saw: the critique."""
+    """Every turn of every refinement with its A_P (`advantages` over the refinements, row by
+    row: the trajectory's, or the turn's with a step-level estimator). The prompts are rebuilt
+    with the trajectory's guidance, so the policy learns from exactly what it saw: the critique."""
     sequences, values = [], []
-    for q, group in enumerate(refinements):
-        for j, trajectory in enumerate(group):
-            for sequence in turn_sequences(trajectory, tokenizer, prompts):
-                sequences.append(sequence)
-                values.append(float(advantages[q, j]))
+    trajectories = [trajectory for group in refinements for trajectory in group]
+    for index, trajectory in enumerate(trajectories):
+        for sequence in turn_sequences(trajectory, tokenizer, prompts):
+            sequences.append(sequence)
+            values.append(advantages.at(index, sequence.turns))
     return sequences, values
 
 
@@ -278,6 +284,7 @@ def critic_sequences(
     return sequences, values
 
 
+@training_method("echo", ECHOConfig, help="ECHO: a policy and a critic learning together by dual-track GRPO")
 def train_echo(config: ECHOConfig, out: str | Path, *, resume: bool = False) -> Path:
     from hindsight.envs import make
 
@@ -337,7 +344,7 @@ def train_echo(config: ECHOConfig, out: str | Path, *, resume: bool = False) -> 
         # -- update both tracks on the same batch: policy on refinements, critic on critiques --
         run.phase("update")
         t3 = time.perf_counter()
-        policy_seqs, policy_advs = policy_sequences(refinements, scores.policy_advantages, tokenizer, prompts)
+        policy_seqs, policy_advs = policy_sequences(refinements, scores.policy, tokenizer, prompts)
         policy_stats = policy_gradient_update(model, policy_seqs, policy_advs, optimizers["policy"],
                                               schedulers["policy"], settings, workers)
         policy_update_s = time.perf_counter() - t3
@@ -412,7 +419,8 @@ def echo_evaluator(config: ECHOConfig, critic: Critic, model: TrainableModel, ru
     return evaluate
 
 
-def policy_engine(config: ECHOConfig, env_factory: Any, model: TrainableModel, seed: int) -> RolloutEngine:
+def policy_engine(config: ECHOConfig, env_factory: Callable[[], Env], model: TrainableModel,
+                  seed: int) -> RolloutEngine:
     """The pooled engine that samples training episodes from the policy."""
     sampling = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
     return RolloutEngine(env_factory, model.sampler, config.rollout_config(sampling, "train", seed=seed))

@@ -20,10 +20,11 @@ and the judge rates each one's granularity (generic, targeted, pinpointed) and w
 the refinement addressed the issue it raised (yes, no, unclear). The tallies are per
 stage, split by whether the refinement improved on its attempt (s_r > s_o).
 
-Outputs in DIR: `analysis.json` (every number), `failure-embedding.json` (each failure's
-2-D point, stage and text), `critique-ratings.jsonl` (each rated critique with the judge's
-answers), `failure-drift.svg`, `critique-granularity.svg`, `issue-addressed.svg` and
-`index.html`, which shows them all and needs nothing beyond itself.
+Outputs in DIR, written here: `analysis.json` (every number), `failure-embedding.json` (each
+failure's 2-D point, stage and text), `critique-ratings.jsonl` (each rated critique with the
+judge's answers). The command adds `failure-drift.svg`, `critique-granularity.svg`,
+`issue-addressed.svg` and `index.html`, which shows them all and needs nothing beyond itself
+(`hindsight.cli.echo_page`).
 """
 
 from __future__ import annotations
@@ -424,7 +425,7 @@ def analyse_echo_run(
     embedder: Callable[[], Embedder] | None = None, judge: CritiqueJudge | None = None,
     judge_name: str = "",
 ) -> EchoAnalysis:
-    """Both analyses of an ECHO run, written to `out` (module docstring). `embedder` loads the
+    """Both analyses of an ECHO run, their data written to `out` (module docstring). `embedder` loads the
     encoder; it is called only once the logs have been read and the drift is asked for, so a
     bad run directory fails before a model loads. The critiques are rated only with a `judge`."""
     if not options.drift and judge is None:
@@ -446,8 +447,10 @@ def analyse_echo_run(
 
 
 def write_analysis(analysis: EchoAnalysis, out: Path) -> None:
-    from hindsight.report.echo_analysis import render_charts, render_page
+    """The data files of an analysis in `out`: analysis.json, and the points and ratings it has.
 
+    The charts and the page that show them are the command's (`hindsight.cli.echo_page`).
+    """
     out.mkdir(parents=True, exist_ok=True)
     (out / "analysis.json").write_text(json.dumps(analysis_json(analysis), indent=2) + "\n", encoding="utf-8")
     if analysis.failures is not None:
@@ -458,6 +461,3 @@ def write_analysis(analysis: EchoAnalysis, out: Path) -> None:
         (out / "failure-embedding.json").write_text(json.dumps(points, indent=1) + "\n", encoding="utf-8")
     if analysis.critiques is not None:
         rewrite_jsonl(out / "critique-ratings.jsonl", [asdict(c) for c in analysis.critiques.cases])
-    for chart in render_charts(analysis):
-        (out / chart.file).write_text(chart.svg, encoding="utf-8")
-    (out / "index.html").write_text(render_page(analysis), encoding="utf-8")

@@ -29,6 +29,7 @@ from hindsight.agent.evaluate import summarize
 from hindsight.logs import trajectory_from_record, trajectory_to_record
 from hindsight.methods.lifecycle import TrainingRun
 from hindsight.methods.preference import PreferenceBasics, RoundFiles, frozen_role
+from hindsight.methods.registry import training_method
 from hindsight.roles import parse_role, resolve
 from hindsight.train.distributed import single_process
 from hindsight.train.sequences import turn_sequences
@@ -58,6 +59,7 @@ def trajectory_pair(chosen: Trajectory, rejected: Trajectory, round_number: int)
             "rejected_actions": [s.action or "" for s in rejected.steps]}
 
 
+@training_method("eto", ETOConfig, help="ETO, a CSO baseline: trajectory-level DPO")
 def train_eto(config: ETOConfig, out: str | Path, *, resume: bool = False) -> Path:
     single_process("eto")
     run = TrainingRun("eto", ETOConfig, config, out, resume=resume)

@@ -8,7 +8,9 @@ One update, top to bottom:
             latest step, and then acts with z_t in view)
     reward  R = the trajectory's final task score (or success); with Self-Guide's
             guidance_reward, R = R_env + λ(u)·Σ_t r_t, λ(u) the trust schedule
-    adv     A = (R − mean_group) / (std_group + ε), shared by every generated token
+    adv     the config's advantage_estimator (algos/advantages.py): grpo, A = (R − mean_group) /
+            (std_group + ε) shared by every generated token; gigpo adds a step-level advantage
+            per turn from the turns taken from the same state in the group
             (drop_zero_variance: groups with equal returns leave the batch, as in DAPO;
             dynamic_sampling: more tasks are rolled out until informative groups fill it)
     loss    clipped importance ratio × A on the response tokens of every turn (and of every
@@ -37,7 +39,7 @@ import torch
 
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.evaluate import summarize
-from hindsight.algos.grpo import group_advantages, nonzero_variance_groups
+from hindsight.algos.grpo import nonzero_variance_groups
 from hindsight.algos.selfguide import TrustSchedule, guidance_only_groups, shaped_return, update_progress
 from hindsight.configs import option
 from hindsight.diagnostics.live import live_tide_metrics
@@ -45,6 +47,7 @@ from hindsight.methods.basics import PolicyGradientBasics
 from hindsight.methods.lifecycle import TrainingRun
 from hindsight.methods.metrics import update_metrics
 from hindsight.methods.model_setup import load_latest, load_trainable, make_optimizer
+from hindsight.methods.registry import training_method
 from hindsight.train.distributed import Workers
 from hindsight.train.sequences import assessment_sequences, turn_sequences
 from hindsight.train.update import policy_gradient_update
@@ -85,6 +88,8 @@ class GRPOConfig(PolicyGradientBasics):
         return self.trust_schedule().weight(update_progress(update, self.updates))
 
 
+@training_method("grpo", GRPOConfig,
+                 help="multi-turn GRPO with DAPO's and Self-Guide's switches (advantage_estimator: grpo or gigpo)")
 def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> Path:
     from hindsight.envs import make
 
@@ -134,34 +139,38 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
 
         # -- reward (Self-Guide: + λ(u)·Σ_t r_t) and group-relative advantage ----------------
         env_returns = [config.trajectory_return(t) for t in trajectories]
-        returns = torch.tensor([shaped(t) for t in trajectories]).view(len(seeds), config.group_size)
-        advantages = group_advantages(returns, normalize_std=config.normalize_std).flatten().tolist()
+        values = [shaped(t) for t in trajectories]
+        returns = torch.tensor(values).view(len(seeds), config.group_size)
+        # The configured estimator (advantage_estimator): one advantage per trajectory, or per step.
+        advantages = config.advantages(trajectories, values, [i // config.group_size for i in range(len(values))])
         # DAPO: a group whose returns are all equal has no signal; leaving it out of the
         # batch keeps it from diluting the loss normalisation of the groups that have.
         trained = (nonzero_variance_groups(returns).repeat_interleave(config.group_size).tolist()
                    if config.drop_zero_variance else [True] * len(trajectories))
 
-        # -- loss and step: every generation of a trajectory (its actions, and its self-
-        #    assessments with Self-Guide) shares the trajectory's advantage -----------------
+        # -- loss and step: every generation of a turn (its action, and its self-assessment
+        #    with Self-Guide) takes that turn's advantage: the trajectory's, or its step's -------
         run.phase("update")
         t1 = time.perf_counter()
         sequences, sequence_adv = [], []
-        for trajectory, advantage, train in zip(trajectories, advantages, trained):
+        for index, (trajectory, train) in enumerate(zip(trajectories, trained)):
             if not train:
                 continue
             generated = turn_sequences(trajectory, model.backend.tokenizer, rollout_config.prompt_builder())
             if rollout_config.pre_action is not None:
                 generated += assessment_sequences(trajectory, model.backend.tokenizer, rollout_config.pre_action)
             sequences += generated
-            sequence_adv += [advantage] * len(generated)
+            sequence_adv += [advantages.at(index, sequence.turns) for sequence in generated]
         stats = policy_gradient_update(model, sequences, sequence_adv, optimizer, scheduler, settings, workers)
         update_s = time.perf_counter() - t1
 
         # -- log ------------------------------------------------------------------------------
         annotated = []
-        for trajectory, advantage, value, env_return in zip(trajectories, advantages, returns.flatten().tolist(),
-                                                             env_returns):
-            meta = {"update": step, "grpo": {"return": value, "advantage": advantage}}
+        for index, (trajectory, value, env_return) in enumerate(zip(trajectories, returns.flatten().tolist(),
+                                                                    env_returns)):
+            meta = {"update": step, "grpo": {"return": value, "advantage": float(advantages.trajectory[index])}}
+            if advantages.steps is not None:
+                meta["grpo"]["step_advantages"] = advantages.steps[index].tolist()
             if config.self_guide:
                 meta["selfguide"] = {"lambda": weight, "env_return": env_return,
                                      "assessment_sum": assessment_sum(trajectory), "return": value}
@@ -182,6 +191,8 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
             "rollout/steps_mean": rollout.mean_steps,
             "rollout/invalid_rate": rollout.invalid_rate,
             "rollout/zero_variance_groups": float((~nonzero_variance_groups(returns)).float().mean()),
+            # The collapse alarm watches it fall (diagnostics/health.py): mean within-group spread.
+            "rollout/return_spread": float(returns.std(dim=1, unbiased=False).mean()),
             "rollout/env_steps": run.env_steps,
             **({"rollout/refills": refills} if config.dynamic_sampling else {}),
             **live_tide_metrics(trajectories),

@@ -10,8 +10,12 @@
     loop      `for step in run.steps(total, name)`: the progress bar; for a new run, first a
               step-0 row with an evaluation on the validation split (when the schedule says so)
     each step `run.end_step(step, row, info)`: an evaluation at the schedule's cadence, the
-              metrics row, a checkpoint at its cadence and after the last step, progress
-    finish    `run.finish(**fields)`: the final evaluation, summary.json, every log closed
+              collapse alarm (`health/…`, diagnostics/health.py) read over every row so far,
+              the metrics row, a checkpoint at its cadence and after the last step, progress;
+              with the schedule's `stop_on_collapse`, the loop ends after an update that fired
+              the alarm (checkpoint saved)
+    finish    `run.finish(**fields)`: the final evaluation, summary.json (with `stopped:
+              collapse` when the alarm ended the run), every log closed
 
 An evaluation cut short keeps its finished tasks: the resumed run evaluates only the others
 (`evaluate_trainable`), since the weights it evaluates are the same. Evaluations of steps
@@ -38,6 +42,7 @@ from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
 
 from hindsight.agent.evaluate import EvalSummary, evaluate_policy, keep_finished_tasks, summarize
 from hindsight.configs import ConfigError, from_mapping
+from hindsight.diagnostics.health import HealthConfig, HealthReport, assess
 from hindsight.logs import RunDir, read_trajectories
 from hindsight.logs.reader import iter_json_lines
 from hindsight.logs.writer import rewrite_jsonl
@@ -93,6 +98,10 @@ class TrainingRun(Generic[C]):
         self._progress: TrainingProgress | None = None
         self._served: ServedPolicy | ReplicaPolicy | None = None  # what samples, when not the model in-process
         self._total = 0
+        self._rows: list[dict[str, Any]] = []  # every row logged so far: what the collapse alarm reads
+        self._health = HealthConfig()
+        self.collapse: HealthReport | None = None  # the alarm that ended the run (stop_on_collapse)
+        self._last_step = 0
 
     @property
     def path(self) -> Path:
@@ -120,6 +129,12 @@ class TrainingRun(Generic[C]):
                     drop_records_after(self.dir.trajectories_dir / f"{name}.jsonl", state["step"], "update")
                 drop_evaluations_after(self.dir.trajectories_dir, max(state["step"], 0))
             self.start, self.env_steps = max(state["step"], 0), state.get("env_steps", 0)
+            metrics = self.path / "metrics.jsonl"
+            # Every process reads the rows (the stop decision must agree); a row past the checkpoint
+            # another process has yet to drop does not count.
+            self._rows = [row for _, row in (iter_json_lines(metrics) if metrics.exists() else ())
+                          if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] <= self.start]
+        self._last_step = self.start
         if self.config.rollout_server:
             self._served = ServedPolicy.open(self.config.rollout_server, model, self.path,
                                              tolerance=self.config.rollout_server_tolerance,
@@ -148,6 +163,7 @@ class TrainingRun(Generic[C]):
         """
         self._require_begun()
         self._total = total
+        self._health = HealthConfig().for_updates(total)
         if self.start == 0 and self.main:
             row = dict(first_row or {})
             if self._schedule.eval_every:
@@ -159,7 +175,10 @@ class TrainingRun(Generic[C]):
                 self.log(0, row)
         with TrainingProgress(total, description, completed=self.start, enabled=self.main) as progress:
             self._progress = progress
-            yield from range(self.start + 1, total + 1)
+            for step in range(self.start + 1, total + 1):
+                yield step
+                if self.collapse is not None:
+                    break
         self._progress = None
 
     def phase(self, name: str) -> None:
@@ -175,12 +194,16 @@ class TrainingRun(Generic[C]):
 
     def log(self, step: int, row: Mapping[str, Any]) -> None:
         self._require_begun()
+        self._rows.append({"step": step, **row})
         self._metrics.log(step, row)
 
     def end_step(self, step: int, row: dict[str, Any], info: str = "") -> None:
-        """Evaluate at the schedule's cadence (into `row`), log the row, save at the checkpoint cadence.
+        """Evaluate at the schedule's cadence (into `row`), read the collapse alarm, log the row, save at the
+        checkpoint cadence (and when the alarm stops the run).
 
         The step has changed the weights: a rollout server syncs them before its next generation.
+        Every process reads the alarm from the same gathered rollout metrics, so with data
+        parallelism they all stop after the same update.
         """
         schedule = self._schedule
         if self._served is not None:
@@ -189,8 +212,16 @@ class TrainingRun(Generic[C]):
             self.phase("eval")
             row.update(self._evaluate("validation", schedule.eval_episodes, f"eval-validation-{step:06d}", "eval")[0])
         row.update(self._sync_metrics())
+        health = assess([*self._rows, {"step": step, **row}], self._health)
+        row.update(health.metrics())
+        if health.collapsing:
+            info = " · ".join(part for part in (info, health.describe()) if part)
+            if schedule.stop_on_collapse:
+                self.collapse = health
+                info += " · stopping (stop_on_collapse)"
         self.log(step, row)
-        if self.main and (step % schedule.checkpoint_every == 0 or step == self._total):
+        self._last_step = step
+        if self.main and (step % schedule.checkpoint_every == 0 or step == self._total or self.collapse is not None):
             save_checkpoint(self.path, step, self._model, self._optimizers, self._schedulers,
                             {"env_steps": self.env_steps}, keep=schedule.keep_checkpoints)
         if self._progress is not None:
@@ -204,6 +235,8 @@ class TrainingRun(Generic[C]):
             writer.close()
         if self.main:
             summary = {"kind": self.kind, **fields}
+            if self.collapse is not None:
+                summary.update(stopped="collapse", stopped_at=self._last_step, collapse=self.collapse.describe())
             split = self._schedule.final_split
             if split and self.start < self._total:
                 # This process trained: a final evaluation left by an earlier one saw other weights.
@@ -211,7 +244,8 @@ class TrainingRun(Generic[C]):
             if split:
                 row, result = self._evaluate(split, self._schedule.final_episodes, f"eval-{split}-final",
                                              f"final_{split}")
-                self.log(self._total or self.start, {**row, **(final_row or {}), **self._sync_metrics()})
+                last = self._last_step if self.collapse is not None else self._total or self.start
+                self.log(last, {**row, **(final_row or {}), **self._sync_metrics()})
                 summary.update(result)
             self.dir.write_summary(summary)
         self._metrics.close()

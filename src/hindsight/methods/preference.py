@@ -89,9 +89,9 @@ class PreferenceBasics(SupervisedBasics):
 
     def round_engine(self, backend: Any, temperature: float, round_number: int, stage: int) -> RolloutEngine:
         """An engine on this run's environment whose sampling seed belongs to one stage of one round."""
-        from hindsight.envs import make
+        from hindsight.envs import Env, make
 
-        def make_env() -> Any:
+        def make_env() -> Env:
             return make(self.env, **self.env_kwargs)
 
         sampling = SamplingParams(temperature=temperature, max_new_tokens=self.max_new_tokens)

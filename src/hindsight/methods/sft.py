@@ -36,6 +36,7 @@ from hindsight.logs import read_trajectories
 from hindsight.methods.basics import SupervisedBasics
 from hindsight.methods.lifecycle import TrainingRun
 from hindsight.methods.model_setup import load_latest, load_trainable
+from hindsight.methods.registry import training_method
 from hindsight.methods.supervised import fit_supervised
 from hindsight.train.checkpoint import list_checkpoints
 from hindsight.train.distributed import single_process
@@ -140,6 +141,7 @@ def _action_only(step: Step) -> Step:
     return replace(step, raw=f"<action>{action}</action>", token_ids=None, finish_reason="stop")
 
 
+@training_method("sft", SFTConfig, help="supervised warm start: behaviour cloning on successful trajectories")
 def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Path:
     single_process("sft")
     run = TrainingRun("sft", SFTConfig, config, out, resume=resume)

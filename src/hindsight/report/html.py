@@ -240,6 +240,7 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px au
   padding:0 16px;color:#222}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 .meta{color:#666;margin:0 0 16px}
+.alarm{color:#b00020}
 table.summary{border-collapse:collapse;font-size:13px;display:block;overflow-x:auto}
 table.summary th,table.summary td{border:1px solid #ddd;padding:4px 7px;text-align:right;white-space:nowrap}
 table.summary th{background:#f4f4f4} table.summary td:nth-child(-n+4){text-align:left}

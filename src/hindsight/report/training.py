@@ -5,7 +5,8 @@ row per update. `read_training_log` turns it into a `TrainingLog`: one curve per
 metric (x = the row's `step`), plus what `trajectories/train.jsonl` adds: ECHO's (s_o, s_r)
 pairs, and for runs logged before the live `tide/…` metrics existed, those curves
 recomputed from the same records (`hindsight.diagnostics.live`, the function the training
-loops call).
+loops call), and the collapse alarm read over its rows (`hindsight.diagnostics.health`, the
+function the run lifecycle calls after every update).
 
 Runs whose configurations differ only in their seed (or in settings that do not change what
 is learned, `NOT_SETTINGS`) form a `RunGroup`; `seed_band` gives its mean curve with the
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from hindsight.diagnostics.health import HealthConfig, HealthReport, first_alarm
 from hindsight.diagnostics.live import AUV, RolloutTally, live_tide_from_tallies, tally
 from hindsight.diagnostics.runs import disambiguate, read_run_config
 from hindsight.logs.importers import normalise_env_id
@@ -51,6 +53,7 @@ class TrainingLog:
     echo_scores: tuple[Point, ...] = ()
     tide_from_trajectories: bool = False
     issues: tuple[LogIssue, ...] = ()
+    alarm: HealthReport | None = None  # the collapse alarm at the first update it fired; None if it never did
 
     def curve(self, metric: str) -> tuple[Point, ...]:
         return self.curves.get(metric, ())
@@ -244,13 +247,25 @@ def read_training_log(path: str | os.PathLike[str], on_issue: IssueHandler = lam
         recomputed = bool(tide)
         curves.update(tide)
     seed = config.get("seed")
+    updates = config.get("updates")
+    health = HealthConfig().for_updates(updates if isinstance(updates, int) and not isinstance(updates, bool) else 0)
     return TrainingLog(
         path=folder, label=folder.name, method=method_name(config),
         env=normalise_env_id(str(config.get("env") or "")) or "unknown env",
         seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
         settings=tuple(sorted((str(k), repr(v)) for k, v in config.items() if k not in NOT_SETTINGS)),
         rows=rows, curves=curves, echo_scores=echo, tide_from_trajectories=recomputed, issues=tuple(issues),
+        alarm=first_alarm(curve_rows(curves), health),
     )
+
+
+def curve_rows(curves: Mapping[str, Sequence[Point]]) -> list[dict[str, float]]:
+    """The curves back as one row per step, as the collapse alarm reads them."""
+    rows: dict[float, dict[str, float]] = {}
+    for name, points in curves.items():
+        for x, y in points:
+            rows.setdefault(x, {"step": x})[name] = y
+    return [rows[x] for x in sorted(rows)]
 
 
 def discover_training_runs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
@@ -322,6 +337,6 @@ def group_runs(logs: Sequence[TrainingLog], overlay: str = "config") -> list[Run
 
 __all__ = [
     "METRICS_FILE", "NOT_SETTINGS", "OVERLAY_MODES", "BandPoint", "Density", "RunGroup", "TrainingLog",
-    "discover_training_runs", "group_runs", "method_name", "metric_curves", "read_training_log",
+    "curve_rows", "discover_training_runs", "group_runs", "method_name", "metric_curves", "read_training_log",
     "read_training_logs", "scan_train_log", "score_density", "seed_band",
 ]

@@ -259,9 +259,12 @@ def runs_table(drawn: Sequence[Drawn]) -> str:
                 f'<span class="swatch" style="background:{entry.color}"></span>{esc(run.label)}',
                 esc(entry.group.label), esc(run.method), esc(run.env), _fmt(run.seed), logged,
                 "–" if final is None else f"{final[1]:.3f} ({esc(final[0])})", str(len(run.issues)),
+                "–" if run.alarm is None else f'<span class="alarm">update {run.alarm.update}: '
+                                              f'{esc(run.alarm.describe())}</span>',
             ]
             rows.append(f'<tr data-run="{key}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    head = ["show", "run", "group", "method", "env", "seed", "metrics", "final success", "skipped lines"]
+    head = ["show", "run", "group", "method", "env", "seed", "metrics", "final success", "skipped lines",
+            "collapse alarm"]
     header = "".join(f"<th>{h}</th>" for h in head)
     return (f'<table class="summary training" id="training-runs"><thead><tr>{header}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
@@ -292,6 +295,11 @@ def training_section(logs: Sequence[TrainingLog], overlay: str = "config") -> st
     empty = [run.label for run in logs if not run.rows]
     note = ("" if not empty else "<p class=\"meta\">No metric rows yet in: "
             + ", ".join(esc(label) for label in empty) + ".</p>")
+    alarms = [run for run in logs if run.alarm is not None]
+    if alarms:
+        note += ('<p class="alarm" id="collapse-alarm"><b>Collapse alarm</b> (docs/training.md, "Collapse alarm"): '
+                 + "; ".join(f"{esc(run.label)} at update {run.alarm.update}, {esc(run.alarm.describe())}"
+                             for run in alarms) + ".</p>")
     learning = (f'<div id="train-curves"><h3>Learning curves</h3><div class="charts">{curves}</div></div>'
                 if curves else "")
     panels = tide_panel(drawn) + echo_panel(drawn) + selfguide_panel(drawn) + cso_panel(drawn)

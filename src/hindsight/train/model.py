@@ -145,7 +145,9 @@ class TrainableModel:
         self._references: set[str] = set()  # roles with a frozen reference adapter
         self._lora_config = None
         if gradient_checkpointing:
-            backend.model.gradient_checkpointing_enable()
+            # transformers 5 renamed it (the old name warns); older releases have only the old one.
+            enable = getattr(backend.model, "activation_checkpointing_enable", None)
+            (enable or backend.model.gradient_checkpointing_enable)()
             backend.model.config.use_cache = False
         if lora is not None:
             from peft import LoraConfig, get_peft_model

@@ -26,17 +26,42 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hindsight.llm.base import ModelError
+from hindsight.llm.replicas import Loader, ModelReplica, ReplicaBackend
 from hindsight.train.served import LogprobGap, SyncReport, compare_logprobs, probe_change, probe_sequences, sync_metrics
 from hindsight.types import Completion, GenerationRequest, SamplingParams
 
 if TYPE_CHECKING:
-    from hindsight.llm.replicas import ReplicaBackend
-    from hindsight.train.model import TrainableModel
+    from hindsight.train.model import LoraSettings, TrainableModel
 
 logger = logging.getLogger(__name__)
+
+
+class TrainableReplica(ModelReplica):
+    """A model replica (a Ray actor) with the trainer's LoRA shape: one adapter per role, for pushed weights."""
+
+    def __init__(self, spec: str, options: dict[str, Any], load: Loader, lora: LoraSettings,
+                 roles: tuple[str, ...]):
+        self.lora, self.roles = lora, roles
+        self.model: TrainableModel | None = None
+        super().__init__(spec, options, load)
+
+    def _prepare(self) -> None:
+        from hindsight.train.model import TrainableModel  # torch and peft load in the replica's process only
+
+        self.model = TrainableModel(self.backend, self.roles, self.lora)
+
+    def load(self, role: str, tensors: dict[str, Any], version: int, probes: list[list[int]]) -> list[list[float]]:
+        self._require_model()
+        self.model.load_adapter_state(role, tensors)
+        self.versions[role] = version
+        return self.model.sequence_logprobs(role, probes)
+
+    def _activate(self, role: str | None) -> None:
+        if role is not None:
+            self.model.activate(role)
 
 
 class ReplicaSyncError(ModelError):
@@ -64,10 +89,11 @@ class ReplicaPolicy:
     def open(cls, model: TrainableModel, model_spec: str, *, workers: int, gpus: float,
              tolerance: float, dtype: str = "auto") -> ReplicaPolicy:
         """Start `workers` replicas of `model_spec` (the run's base model) with `model`'s LoRA shape and roles."""
-        from hindsight.llm.replicas import ReplicaBackend
+        from hindsight.llm import load_model
 
-        backend = ReplicaBackend.start(model_spec, spec=f"ray:{model_spec}", replicas=workers, num_gpus=gpus,
-                                       dtype=dtype, lora=model.lora, roles=model.roles)
+        backend = ReplicaBackend.start(model_spec, load_model, spec=f"ray:{model_spec}", replicas=workers,
+                                       num_gpus=gpus, dtype=dtype, replica=TrainableReplica,
+                                       replica_args=(model.lora, tuple(model.roles)))
         return cls(model, backend, tolerance)
 
     def updated(self, step: int) -> None:

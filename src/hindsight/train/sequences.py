@@ -25,8 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from hindsight.agent.prompts import PromptBuilder
-from hindsight.types import Conversation, Step, Trajectory
+from hindsight.types import Assessment, Conversation, Step, Trajectory
 
 
 class ChatTokenizer(Protocol):
@@ -39,6 +38,33 @@ class ChatTokenizer(Protocol):
     def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
 
     def decode(self, ids: list[int]) -> str: ...
+
+
+class HistoryMemory(Protocol):
+    """How much history a prompt shows: `window` turns, or all of them when None."""
+
+    @property
+    def window(self) -> int | None: ...
+
+
+class TurnPrompts(Protocol):
+    """How the policy was prompted at each turn: the run's `hindsight.agent.prompts.PromptBuilder`.
+
+    Training rebuilds the engine's prompts through this protocol, so it reads them without
+    importing the agent layer above it.
+    """
+
+    @property
+    def memory(self) -> HistoryMemory: ...
+
+    def build(self, instruction: str, history: Sequence[Step], observation: str, guidance: str = "",
+              assessment: Assessment | None = None) -> Conversation: ...
+
+
+class AssessmentPrompts(Protocol):
+    """What asked for each step's assessment: the run's `hindsight.agent.engine.PreActionWriter`."""
+
+    def prompt(self, instruction: str, history: Sequence[Step], observation: str) -> Conversation: ...
 
 
 @dataclass(frozen=True)
@@ -99,7 +125,7 @@ def reply_sequence(
 
 
 def turn_sequences(
-    trajectory: Trajectory, tokenizer: ChatTokenizer, prompts: PromptBuilder, turns: Sequence[int] | None = None
+    trajectory: Trajectory, tokenizer: ChatTokenizer, prompts: TurnPrompts, turns: Sequence[int] | None = None
 ) -> list[TrainingSequence]:
     """One (prompt + response) sequence per selected step; only the response is masked in."""
     sequences = []
@@ -111,7 +137,8 @@ def turn_sequences(
     return sequences
 
 
-def assessment_sequences(trajectory: Trajectory, tokenizer: ChatTokenizer, writer: Any) -> list[TrainingSequence]:
+def assessment_sequences(trajectory: Trajectory, tokenizer: ChatTokenizer,
+                         writer: AssessmentPrompts) -> list[TrainingSequence]:
     """One (assessment prompt + assessment) sequence per step that has an assessment.
 
     `writer` is the run's `PreActionWriter`: it rebuilds the prompt the assessment was
@@ -128,7 +155,7 @@ def assessment_sequences(trajectory: Trajectory, tokenizer: ChatTokenizer, write
     return sequences
 
 
-def episode_sequence(trajectory: Trajectory, tokenizer: ChatTokenizer, prompts: PromptBuilder) -> TrainingSequence:
+def episode_sequence(trajectory: Trajectory, tokenizer: ChatTokenizer, prompts: TurnPrompts) -> TrainingSequence:
     """The whole conversation as one sequence, every assistant turn masked in.
 
     Raises ValueError unless the prompt builder shows the full history, or when the chat

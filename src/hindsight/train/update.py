@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import torch
 
-from hindsight.algos.grpo import Aggregation, clipped_policy_loss, sequence_weights
+from hindsight.algos.grpo import Aggregation, aggregation_units, clipped_policy_loss, sequence_weights
 from hindsight.train.distributed import Workers
 from hindsight.train.model import TrainableModel, collate
 from hindsight.train.sequences import TrainingSequence
@@ -26,7 +26,7 @@ class UpdateSettings:
     clip_low: float = 0.2
     clip_high: float = 0.2
     kl_coef: float = 0.0
-    aggregation: Aggregation = Aggregation.TRAJECTORY_MEAN
+    aggregation: str = Aggregation.TRAJECTORY_MEAN  # a name in LOSS_AGGREGATIONS
     epochs: int = 1
     micro_batch_size: int = 4
     max_grad_norm: float = 1.0
@@ -94,7 +94,7 @@ def policy_gradient_update(
     keep = [i for i, a in enumerate(advantages) if a != 0.0 or settings.kl_coef > 0]
     kept_tokens = sum(loss_tokens[i] for i in keep)
     total_units, total_kept, total_kept_tokens = workers.sum(
-        [aggregation.units(loss_tokens, unit_ids), len(keep), kept_tokens])
+        [aggregation_units(aggregation, loss_tokens, unit_ids), len(keep), kept_tokens])
     # Every process takes this decision from the same sums, so none is left waiting.
     if total_units == 0 or total_kept == 0:
         return None

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from hindsight.algos.grpo import group_advantages
+from hindsight.algos.advantages import ADVANTAGE_ESTIMATORS, AdvantageOptions, GroupBatch
 
 
 def episode_returns(token_level_rewards: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
@@ -29,22 +29,17 @@ def episode_returns(token_level_rewards: torch.Tensor, response_mask: torch.Tens
 
 def grouped_advantages(returns: torch.Tensor, index: Sequence[Any], *, normalize_std: bool,
                        eps: float = 1e-6) -> torch.Tensor:
-    """`group_advantages` over the rows that share an index; groups may differ in size.
+    """Hindsight's registered `grpo` estimator over the rows that share an index; groups may differ in size.
 
-    returns: [B]; index: [B] group ids (verl's `uid`). Returns [B]. A group of one row gets 0:
-    with no sibling there is nothing to compare it with.
+    returns: [B]; index: [B] group ids (verl's `uid`). Returns [B] in the dtype of `returns`.
+    Equal returns in a group, and so a group of one row, get exactly 0: with no sibling there
+    is nothing to compare a row with.
     """
     if len(index) != returns.shape[0]:
         raise ValueError(f"one index per row is needed: {len(index)} ids for {returns.shape[0]} rows")
-    rows_of: dict[Any, list[int]] = {}
-    for row, group in enumerate(index):
-        rows_of.setdefault(group, []).append(row)
-    advantages = torch.zeros_like(returns)
-    for rows in rows_of.values():
-        picked = torch.tensor(rows, dtype=torch.long)
-        advantages[picked] = group_advantages(returns[picked].unsqueeze(0), normalize_std=normalize_std,
-                                              eps=eps).squeeze(0)
-    return advantages
+    batch = GroupBatch(returns.to(torch.float64), tuple(index))
+    options = AdvantageOptions(normalize_std=normalize_std, eps=eps)
+    return ADVANTAGE_ESTIMATORS.get("grpo")(batch, options).trajectory.to(returns.dtype)
 
 
 def trajectory_grpo(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Sequence[Any],

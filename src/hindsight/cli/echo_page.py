@@ -1,20 +1,21 @@
-"""The charts and page of `hindsight echo-analyze` (`methods/echo_analysis.py` computes them).
+"""The charts and page of `hindsight echo-analyze`: the command's view of what `methods/echo_analysis.py` computes.
 
+`write_page` adds them to the analysis's output folder, beside the data files the method wrote.
 Every text from the run (ids, critiques, judge names) goes through `esc`; the page embeds
-its SVGs inline and runs no script.
+its SVGs inline and runs no script. The page lives with the command, not in `report/`, because
+it shows the method's results: `methods/` never imports a page, and `report/` never a method.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from pathlib import Path
+from typing import Sequence
 
 from hindsight.algos.echo_analysis import Granularity, RatingTally
+from hindsight.methods.echo_analysis import CritiqueAnalysis, EchoAnalysis, FailureAnalysis
 from hindsight.report.html import standalone_page
 from hindsight.report.svg import PointSet, bar_chart, color, esc, legend, point_chart
-
-if TYPE_CHECKING:
-    from hindsight.methods.echo_analysis import CritiqueAnalysis, EchoAnalysis, FailureAnalysis
 
 #: Colours of the granularity levels, coarse to fine, and of the three critique subsets.
 LEVEL_COLOURS = {Granularity.GENERIC: "#9e9e9e", Granularity.TARGETED: "#4e79a7", Granularity.PINPOINTED: "#e15759"}
@@ -179,3 +180,11 @@ def render_page(analysis: EchoAnalysis) -> str:
     skipped = f" · {analysis.skipped_lines} unreadable log line(s) skipped" if analysis.skipped_lines else ""
     return standalone_page(f"ECHO analyses: {analysis.run}", "".join(parts),
                            meta=f"stages {stages}{skipped}")
+
+
+def write_page(analysis: EchoAnalysis, out: Path) -> None:
+    """The charts (one SVG file each) and index.html of an analysis, in its output folder `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    for chart in render_charts(analysis):
+        (out / chart.file).write_text(chart.svg, encoding="utf-8")
+    (out / "index.html").write_text(render_page(analysis), encoding="utf-8")
