@@ -2,33 +2,35 @@
 
     python benchmarks/oracle_agreement.py runs/sft-frozenlake [more runs or .jsonl logs] [--json]
 
-For every step of every trajectory in an evaluation log (a run folder's `eval*.jsonl`, or a
-log file), the task is replayed to the state the move was made in, and each admissible move
-is tried on a copy: the step *agrees* when its move is one of those after which the planner
-needs the fewest further moves to succeed (ties all count). A state-independent policy shows
-at once: its action mix is lopsided (issue 45's 4×4 start answered "up" 96% of the time) and
-its agreement sits near the chance level of its mix, whatever the test success.
+Every evaluation now logs `eval/oracle_agreement` and its action mix in summary.json
+(`hindsight.agent.agreement`); this script computes the same for logs written before that,
+or for any trajectory log (a run folder's `eval*.jsonl`, or a log file).
 
-Needs an environment whose oracle plans from any state (FrozenLake, BlocksWorld, Sudoku) and
-a live log, outside the repository (results/ keeps outcome tables, whose actions replay the
-same way, but this script reads trajectory logs).
+Needs an environment whose oracle plans from any state (FrozenLake, BlocksWorld, Sudoku).
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
-import math
 import sys
-from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from hindsight.agent.replay import planner_distance, planning_env, take_recorded
-from hindsight.envs.contract import Env
+from hindsight.agent.agreement import best_moves, oracle_agreement
 from hindsight.logs import read_trajectories
 from hindsight.types import Trajectory
+
+__all__ = ["Agreement", "agreement", "best_moves", "main"]
+
+
+def agreement(trajectories: list[Trajectory], source: str) -> Agreement:
+    """The log's oracle agreement and action mix, with its success (`hindsight.agent.agreement`)."""
+    result = oracle_agreement(trajectories)
+    if result is None:
+        raise SystemExit(f"error: {source}: its environment's planner cannot rate moves from any state")
+    return Agreement(source, len(trajectories), sum(t.success for t in trajectories), result.steps,
+                     result.agreeing, result.actions)
 
 
 @dataclass(frozen=True)
@@ -45,39 +47,6 @@ class Agreement:
     @property
     def rate(self) -> float:
         return self.agreeing / self.steps if self.steps else 0.0
-
-
-def best_moves(env: Env, moves: list[str]) -> set[str]:
-    """The moves after which the planner needs the fewest steps to succeed (none if all are fatal)."""
-    distances = {}
-    for move in moves:
-        probe = copy.deepcopy(env)
-        try:
-            probe.step(move)
-            distances[move] = planner_distance(probe)
-        finally:
-            probe.close()
-    best = min(distances.values(), default=math.inf)
-    return {m for m, d in distances.items() if d == best} if best < math.inf else set()
-
-
-def agreement(trajectories: list[Trajectory], source: str) -> Agreement:
-    """Replay each trajectory and count its moves that were among the planner's best."""
-    mix: Counter[str] = Counter()
-    agreeing = steps = 0
-    for trajectory in trajectories:
-        env = planning_env(trajectory)
-        try:
-            for step in trajectory.steps:
-                action = step.action or ""
-                mix[action] += 1
-                steps += 1
-                agreeing += action in best_moves(env, list(env.admissible_actions()))
-                take_recorded(env, trajectory, step)
-        finally:
-            env.close()
-    return Agreement(source, len(trajectories), sum(t.success for t in trajectories), steps, agreeing,
-                     dict(mix.most_common()))
 
 
 def _logs(source: Path) -> list[Path]:

@@ -7,6 +7,7 @@ import torch
 
 from hindsight.algos.grpo import (
     Aggregation, aggregate, clipped_policy_loss, group_advantages, k3_kl, nonzero_variance_groups, sequence_weights,
+    top_spread_groups,
 )
 
 
@@ -65,6 +66,32 @@ def test_group_advantages_signs():
 def test_zero_variance_filter():
     rewards = torch.tensor([[1.0, 1.0], [0.0, 1.0], [0.3, 0.3]])
     assert nonzero_variance_groups(rewards).tolist() == [False, True, False]
+
+
+def loop_top_spread(rewards, fraction):
+    """By hand: rank the groups by population std, largest first (earlier first on ties), keep ceil(f·N)."""
+    stds = []
+    for group in rewards:
+        mean = sum(group) / len(group)
+        stds.append(math.sqrt(sum((r - mean) ** 2 for r in group) / len(group)))
+    ranked = sorted(range(len(stds)), key=lambda i: (-stds[i], i))
+    keep = set(ranked[: max(1, math.ceil(fraction * len(stds)))])
+    return [i in keep for i in range(len(stds))]
+
+
+@pytest.mark.parametrize("fraction", [0.25, 0.5, 0.6, 1.0, 0.01])
+def test_ragen_variance_filter_matches_a_plain_loop(fraction):
+    rewards = [[1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0], [0.5, 0.5, 0.2, 0.9],
+               [1.0, 0.0, 0.0, 1.0]]
+    got = top_spread_groups(torch.tensor(rewards), fraction).tolist()
+    assert got == loop_top_spread(rewards, fraction)
+    assert sum(got) == max(1, math.ceil(fraction * 5))
+
+
+def test_ragen_variance_filter_refuses_a_fraction_outside_0_1():
+    for bad in (0.0, 1.5, -0.2):
+        with pytest.raises(ValueError, match="fraction"):
+            top_spread_groups(torch.zeros(2, 3), bad)
 
 
 def test_bad_reward_shape():

@@ -39,6 +39,44 @@ def test_observation_gives_picture_and_coordinates_in_words(lake):
     }
 
 
+def test_the_local_view_says_where_the_goal_lies_and_what_each_move_meets(lake):
+    env = lake(view="local")
+    observation, info = env.reset(0)
+    assert observation == (
+        "You are at row 1, column 1. The goal is 3 rows down and 3 columns right.\n"
+        "Up: the edge (you stay).\nDown: safe ice.\nLeft: the edge (you stay).\nRight: safe ice."
+    )
+    assert info["state_key"] == "pos=1,1"
+    assert "grid" not in env.instruction or "told where the goal lies" in env.instruction
+    observation = env.step("right")[0]
+    assert observation.startswith("You moved right to row 1, column 2.\n")
+    assert "The goal is 3 rows down and 2 columns right.\nUp: the edge (you stay).\nDown: a hole." in observation
+    for move in ["right", "down", "down"]:
+        observation = env.step(move)[0]
+    assert observation.endswith("The goal is 1 row down and 1 column right.\nUp: safe ice.\nDown: safe ice.\n"
+                                "Left: safe ice.\nRight: a hole.")
+    assert env.step("down")[0].endswith("You are at row 4, column 3. The goal is 1 column right.\n"
+                                        "Up: safe ice.\nDown: the edge (you stay).\nLeft: safe ice.\nRight: the goal.")
+    assert env.step("right")[0].endswith("You are at row 4, column 4, on the goal.")
+    fell = lake(view="local")
+    assert fell.step("down")[0] and fell.step("right")[0].endswith("You are in the hole at row 2, column 2.")
+
+
+def test_the_view_changes_observations_only():
+    grid, local = make("frozenlake", max_steps=8), make("frozenlake", max_steps=8, view="local")
+    for seed in grid.split_seeds("test", 5):
+        grid.reset(seed), local.reset(seed)
+        while not grid.done:
+            move = grid.oracle_action()
+            assert local.oracle_action() == move
+            assert grid.step(move)[1:4] == local.step(move)[1:4]
+        assert local.done and local.is_success() == grid.is_success()
+    # The default view is left out of the options, so logs from before the knob still match.
+    assert "view" not in grid.config and local.config["view"] == "local"
+    with pytest.raises(EnvError, match="view"):
+        make("frozenlake", view="map")
+
+
 def test_walking_to_the_goal_scores_one(lake):
     env = lake()
     rewards = []

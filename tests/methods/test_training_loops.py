@@ -17,6 +17,7 @@ from hindsight.agent.critic import first_departure, parse_critique, template_cri
 from hindsight.configs import ConfigError, load_config
 from hindsight.diagnostics.live import live_tide
 from hindsight.logs import RunDir
+from hindsight.methods.cso import CSOConfig
 from hindsight.methods.grpo import GRPOConfig, train_grpo
 from hindsight.methods.sft import SFTConfig, train_sft
 from hindsight.train.checkpoint import list_checkpoints
@@ -262,6 +263,19 @@ def test_drop_zero_variance_leaves_equal_return_groups_out_of_the_batch(tiny_mod
     assert kept[-1]["policy/sequences"] > 0 and "policy/sequences" not in dropped[-1]
 
 
+def test_keep_top_spread_trains_only_that_share_of_the_groups(tiny_model_dir, tmp_path):
+    common = dict(updates=1, eval_every=0, final_eval_split="", tasks_per_update=4)
+    every = read_metrics(train_grpo(grpo_config(tiny_model_dir, **common), tmp_path / "every"))
+    half = read_metrics(train_grpo(grpo_config(tiny_model_dir, keep_top_spread=0.5, **common), tmp_path / "half"))
+    # Equal spreads everywhere (the tiny model never succeeds): the first half of the groups train.
+    trained = [t for t in logs.read_trajectories(tmp_path / "half" / "trajectories" / "train.jsonl")]
+    first_half = {t.seed for t in trained[: len(trained) // 2]}
+    assert 0 < half[-1]["policy/sequences"] < every[-1]["policy/sequences"]
+    assert half[-1]["policy/sequences"] == sum(t.num_steps for t in trained if t.seed in first_half)
+    with pytest.raises(ValueError, match="keep_top_spread"):
+        GRPOConfig(keep_top_spread=0.0)
+
+
 def test_kl_reference_init_anchors_grpo_to_its_sft_start(tiny_lora_model_dir, tmp_path):
     sft = train_sft(SFTConfig(model=f"hf:{tiny_lora_model_dir}", env_kwargs={"size": 3}, demo_episodes=4, epochs=1,
                               batch_size=4, micro_batch_size=4, lr=5e-2, warmup_steps=0, eval_episodes=0),
@@ -332,3 +346,11 @@ def test_grpo_runs_whole_on_a_bfloat16_base(tiny_model_dir, tmp_path):
     assert math.isfinite(rows[0]["policy/loss"]) and "final_test/success_rate" in rows[-1]
     weights = torch.load(list_checkpoints(run)[-1].path / "model" / "weights.pt")
     assert weights and {t.dtype for t in weights.values()} == {torch.float32}
+
+
+@pytest.mark.parametrize("config_cls, key", [(SFTConfig, "eval_split"), (GRPOConfig, "final_eval_split"),
+                                              (CSOConfig, "final_eval_split")])
+def test_an_unknown_split_is_refused_when_the_config_is_read(config_cls, key):
+    with pytest.raises(ValueError, match=rf"{key} must be one of train, validation, test.*not 'val'"):
+        config_cls(**{key: "val"})
+    assert getattr(config_cls(**{key: "validation"}), key) == "validation"

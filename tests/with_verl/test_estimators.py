@@ -64,3 +64,13 @@ def test_equal_returns_that_float32_cannot_represent_get_exactly_zero():
     advantages, _ = get_adv_estimator_fn("hindsight_grpo")(
         token_level_rewards=rewards, response_mask=mask, index=np.array(["a"] * 8, dtype=object), config=None)
     assert torch.count_nonzero(advantages) == 0
+
+
+def test_a_truncated_episode_keeps_its_reward_on_a_masked_last_token():
+    # Cut by the response budget, the row ends on observation tokens (mask 0), where verl writes the score.
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+    rewards = torch.tensor([[0.0, 0.0, 0.0, 0.6], [0.0, 0.0, 0.0, 0.2]])
+    advantages, _ = get_adv_estimator_fn("hindsight_grpo")(
+        token_level_rewards=rewards, response_mask=mask, index=np.array(["a", "a"], dtype=object), config=None)
+    expected = loop_grpo([0.6, 0.2], ["a", "a"], True)
+    assert advantages[0, 0].item() == pytest.approx(expected[0], abs=1e-5) and advantages[0, 3].item() == 0.0

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from hindsight.agent.agreement import oracle_agreement
 from hindsight.agent.engine import PreActionWriter, RolloutConfig, RolloutEngine, Task
 from hindsight.agent.prm import BestOfN, build_prm
 from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory
@@ -117,6 +118,11 @@ class EvalSummary:
     #: the first such failure: an unreachable server or a dead simulator, not the policy.
     env_failures: int = 0
     first_env_failure: str = ""
+    #: Where the environment's planner rates moves from any state: the share of moves that
+    #: were among its best (`hindsight.agent.agreement`), and the action mix. A policy that
+    #: ignores the state shows here first.
+    oracle_agreement: float | None = None
+    action_mix: dict[str, int] = field(default_factory=dict)
 
 
 def summarize(trajectories: Iterable[Trajectory], wall_s: float = 0.0, interrupted: bool = False) -> EvalSummary:
@@ -141,6 +147,17 @@ def summarize(trajectories: Iterable[Trajectory], wall_s: float = 0.0, interrupt
         env_failures=len(failures),
         first_env_failure=failures[0] if failures else "",
     )
+
+
+def summarize_evaluation(trajectories: Iterable[Trajectory], wall_s: float = 0.0,
+                         interrupted: bool = False) -> EvalSummary:
+    """`summarize`, plus the oracle agreement and action mix where the planner can rate moves."""
+    trajectories = list(trajectories)
+    summary = summarize(trajectories, wall_s, interrupted)
+    agreement = oracle_agreement(t for t in trajectories if is_final_attempt(t))
+    if agreement is None:
+        return summary
+    return replace(summary, oracle_agreement=round(agreement.rate, 6), action_mix=agreement.actions)
 
 
 def _summarize_attempts(trajectories: list[Trajectory], wall_s: float, interrupted: bool) -> EvalSummary:
@@ -344,8 +361,8 @@ def run_eval(
             interrupted = False
         finally:
             # Interrupted or not, the summary covers every trajectory that reached the disk.
-            summary = summarize(read_trajectories(writer.path), earlier_wall_s + time.perf_counter() - started,
-                                interrupted=interrupted)
+            summary = summarize_evaluation(read_trajectories(writer.path),
+                                           earlier_wall_s + time.perf_counter() - started, interrupted=interrupted)
             run.write_summary({"env": config.env, "model": config.model, **asdict(summary)})
     return run.path
 

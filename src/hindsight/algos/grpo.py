@@ -6,6 +6,8 @@ B = sequences in the batch, T = padded sequence length, G = group size.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from enum import Enum
 from typing import Callable, Sequence
@@ -58,6 +60,25 @@ def nonzero_variance_groups(rewards: torch.Tensor, tol: float = 1e-8) -> torch.T
     are equal (every advantage would be zero).
     """
     return (rewards.max(dim=1).values - rewards.min(dim=1).values) > tol
+
+
+def top_spread_groups(rewards: torch.Tensor, fraction: float) -> torch.Tensor:
+    """RAGEN's variance filter (StarPO-S): keep the groups whose returns differ the most.
+
+    rewards: [num_groups, G]. Returns a bool mask [num_groups], True for the
+    ceil(fraction · num_groups) groups of largest return std (at least one; ties go to the
+    earlier group). fraction = 1 keeps every group.
+    """
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction must be in (0, 1], not {fraction}")
+    groups = rewards.shape[0]
+    keep = min(groups, max(1, math.ceil(fraction * groups - 1e-9)))
+    spread = rewards.to(torch.float64).std(dim=1, correction=0)
+    # A stable sort on the negated spread: equal spreads keep their order.
+    order = torch.sort(-spread, stable=True).indices[:keep]
+    mask = torch.zeros(groups, dtype=torch.bool)
+    mask[order] = True
+    return mask
 
 
 @dataclass(frozen=True)

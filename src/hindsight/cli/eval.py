@@ -164,6 +164,10 @@ def print_summary(summary: dict[str, Any], run_dir: Any) -> None:
     if summary.get("env_failures"):
         out.print(f"[bold red]{summary['env_failures']} of {summary['episodes']} episodes lost their environment "
                   f"after its restarts[/] (first: {summary['first_env_failure']}); they count as failures", soft_wrap=True)
+    if summary.get("oracle_agreement") is not None:
+        mix = ", ".join(f"{action} {count}" for action, count in summary["action_mix"].items())
+        out.print(f"oracle agreement {summary['oracle_agreement']:.1%} of moves among the planner's best; "
+                  f"moves: {mix}", soft_wrap=True)
     if summary.get("success_by_attempt"):
         solved = ", ".join(f"{k} {rate:.1%}" for k, rate in enumerate(summary["success_by_attempt"], 1))
         out.print(f"Reflexion: solved by attempt {solved} ({summary['attempts']} attempts run)")

@@ -29,6 +29,9 @@ _SYNONYMS = {
 _FILLER = {"move", "go", "step", "walk", "head", "turn", "to", "the", "one", "once", "a"}
 HOLE_MODES = ("fatal", "blocking")
 SCORE_MODES = ("goal", "progress", "partial")
+#: What the observation shows: the whole lake as a grid with coordinates, or the player's
+#: surroundings in words (where the goal lies from here, and what each move steps onto).
+VIEWS = ("grid", "local")
 MIN_SIZE, MAX_SIZE = 3, 12
 
 
@@ -86,6 +89,7 @@ class FrozenLake(TextEnv):
         holes: str = "fatal",
         score: str = "goal",
         max_steps: int | None = None,
+        view: str = "grid",
         instances: Any = None,
     ):
         self.size = int_knob("size", size, MIN_SIZE, MAX_SIZE)
@@ -94,9 +98,14 @@ class FrozenLake(TextEnv):
         # Only the score changes with `score`: tasks, observations and success stay the
         # same, so a policy trained under one mode starts the other on equal terms.
         self.score_mode = choice_knob("score", score, SCORE_MODES)
+        # The view changes the observation only: the same seeds give the same tasks.
+        self.view = choice_knob("view", view, VIEWS)
+        # `view` joins the env's options only when it is not the default, so logs written
+        # before it existed still compare equal to a default env (advice_demos matches on them).
+        extra = {} if self.view == "grid" else {"view": self.view}
         super().__init__(
             max_steps=max_steps, instances=instances, size=self.size, p_hole=self.p_hole, holes=self.hole_mode,
-            score=self.score_mode,
+            score=self.score_mode, **extra,
         )
         self._size = self.size
         self._holes: set[Cell] = set()
@@ -185,6 +194,33 @@ class FrozenLake(TextEnv):
         return True, False, f"You moved {move} to {_where(target)}."
 
     def render(self) -> str:
+        return self._render_local() if self.view == "local" else self._render_grid()
+
+    def _render_local(self) -> str:
+        """The player's cell, the goal's direction in rows and columns, and each move's cell."""
+        if self._fell:
+            return f"You are in the hole at {_where(self._pos)}."
+        if self._pos == self._goal:
+            return f"You are at {_where(self._pos)}, on the goal."
+        d_row, d_col = self._goal[0] - self._pos[0], self._goal[1] - self._pos[1]
+        offsets = [f"{abs(d_row)} {_plural('row', abs(d_row))} {'down' if d_row > 0 else 'up'}"] if d_row else []
+        if d_col:
+            offsets.append(f"{abs(d_col)} {_plural('column', abs(d_col))} {'right' if d_col > 0 else 'left'}")
+        lines = [f"You are at {_where(self._pos)}. The goal is {' and '.join(offsets)}."]
+        for move, (m_row, m_col) in MOVES.items():
+            cell = (self._pos[0] + m_row, self._pos[1] + m_col)
+            if not (0 <= cell[0] < self._size and 0 <= cell[1] < self._size):
+                what = "the edge (you stay)"
+            elif cell == self._goal:
+                what = "the goal"
+            elif cell in self._holes:
+                what = "a hole"
+            else:
+                what = "safe ice"
+            lines.append(f"{move.capitalize()}: {what}.")
+        return "\n".join(lines)
+
+    def _render_grid(self) -> str:
         n = self._size
         lines = [
             "The lake (P = you, G = goal, H = hole, . = safe ice):",
@@ -259,6 +295,14 @@ class FrozenLake(TextEnv):
             if self.hole_mode == "fatal"
             else "You cannot step into a hole: such a move is refused, you stay where you are, and the turn is spent."
         )
+        if self.view == "local":
+            return (
+                "You are standing on a frozen lake, a square grid of ice with holes in it. Reach the goal without "
+                "falling into a hole. Each turn you are told where the goal lies from you, in rows and columns, and "
+                "what each move would step onto. "
+                "Each turn, make exactly one move: up, down, left or right. "
+                f"{holes} You have at most {n} moves."
+            )
         return (
             "You are standing on a frozen lake drawn as a square grid. Reach the goal (G) from your position (P) "
             "without falling into a hole (H); '.' is safe ice. "
@@ -282,6 +326,10 @@ def _read_map(rows: list[str]) -> tuple[Cell, Cell, set[Cell]]:
             elif mark == "H":
                 holes.add((row, col))
     return start, goal, holes
+
+
+def _plural(word: str, count: int) -> str:
+    return word if count == 1 else f"{word}s"
 
 
 def _where(cell: Cell) -> str:

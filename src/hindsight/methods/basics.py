@@ -20,10 +20,19 @@ from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory, PromptBuild
 from hindsight.algos.advantages import ADVANTAGE_ESTIMATORS, AdvantageOptions, Advantages, GroupBatch
 from hindsight.algos.grpo import LOSS_AGGREGATIONS, STD_CONVENTIONS
 from hindsight.configs import option
+from hindsight.envs.contract import SPLITS
 from hindsight.llm.hf import WEIGHT_DTYPES
 from hindsight.train.update import UpdateSettings
 from hindsight.types import SamplingParams, Trajectory
 
+
+
+def check_split(key: str, split: str, *, optional: bool = False) -> None:
+    """Refuse an unknown split name when the config is read, not after training reaches its evaluation."""
+    if (optional and split == "") or split in SPLITS:
+        return
+    skip = " or '' to skip it" if optional else ""
+    raise ValueError(f"{key} must be one of {', '.join(SPLITS)}{skip}, not {split!r}")
 
 @dataclass(frozen=True)
 class Schedule:
@@ -236,6 +245,7 @@ class PolicyGradientBasics(TrainingBasics):
         super().__post_init__()
         if self.reward not in ("score", "success"):
             raise ValueError("reward must be 'score' or 'success'")
+        check_split("final_eval_split", self.final_eval_split, optional=True)
         LOSS_AGGREGATIONS.get(self.aggregation)
         ADVANTAGE_ESTIMATORS.get(self.advantage_estimator)
         if self.advantage_std not in STD_CONVENTIONS:

@@ -12,6 +12,7 @@ One update, top to bottom:
             (std_group + ε) shared by every generated token; gigpo adds a step-level advantage
             per turn from the turns taken from the same state in the group
             (drop_zero_variance: groups with equal returns leave the batch, as in DAPO;
+            keep_top_spread: only the groups of largest return spread train, as in RAGEN;
             dynamic_sampling: more tasks are rolled out until informative groups fill it)
     loss    clipped importance ratio × A on the response tokens of every turn (and of every
             self-assessment: one objective trains z_t and a_t), averaged over
@@ -39,7 +40,7 @@ import torch
 
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.evaluate import summarize
-from hindsight.algos.grpo import nonzero_variance_groups
+from hindsight.algos.grpo import nonzero_variance_groups, top_spread_groups
 from hindsight.algos.selfguide import TrustSchedule, guidance_only_groups, shaped_return, update_progress
 from hindsight.configs import option
 from hindsight.diagnostics.live import live_tide_metrics
@@ -62,6 +63,9 @@ class GRPOConfig(PolicyGradientBasics):
                                            "update have unequal returns, roll out more tasks (up to max_refills "
                                            "rounds) and fill the batch with informative groups")
     max_refills: int = option(2, "dynamic_sampling: extra rounds of tasks_per_update tasks one update may draw")
+    keep_top_spread: float = option(1.0, "RAGEN's variance filter: train on this fraction of each update's groups, "
+                                         "those whose returns differ the most (largest std); RAGEN uses 0.25, 1 keeps "
+                                         "every group")
     guidance_reward: bool = option(False, "Self-Guide's guidance reward (needs self_guide): R = R_env + λ(u)·Σ_t r_t, "
                                           "r_t = +0.1/0/−0.1 for a positive/neutral/negative self-assessment")
     trust_start: float = option(0.4, "λ(u) is 0 until this fraction of the updates (guidance only)")
@@ -75,6 +79,8 @@ class GRPOConfig(PolicyGradientBasics):
         self.trust_schedule()  # refuses breakpoints out of order
         if self.max_refills < 0:
             raise ValueError("max_refills must be >= 0")
+        if not 0.0 < self.keep_top_spread <= 1.0:
+            raise ValueError(f"keep_top_spread must be in (0, 1], not {self.keep_top_spread}")
         if self.guidance_reward and not self.self_guide:
             raise ValueError("guidance_reward needs self_guide: true (the reward comes from the self-assessments)")
 
@@ -145,8 +151,13 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
         advantages = config.advantages(trajectories, values, [i // config.group_size for i in range(len(values))])
         # DAPO: a group whose returns are all equal has no signal; leaving it out of the
         # batch keeps it from diluting the loss normalisation of the groups that have.
-        trained = (nonzero_variance_groups(returns).repeat_interleave(config.group_size).tolist()
-                   if config.drop_zero_variance else [True] * len(trajectories))
+        kept_groups = torch.ones(len(seeds), dtype=torch.bool)
+        if config.drop_zero_variance:
+            kept_groups &= nonzero_variance_groups(returns)
+        if config.keep_top_spread < 1.0:
+            # RAGEN: only the groups of largest spread train (each process filters its own groups).
+            kept_groups &= top_spread_groups(returns, config.keep_top_spread)
+        trained = kept_groups.repeat_interleave(config.group_size).tolist()
 
         # -- loss and step: every generation of a turn (its action, and its self-assessment
         #    with Self-Guide) takes that turn's advantage: the trajectory's, or its step's -------

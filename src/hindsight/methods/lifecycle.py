@@ -40,7 +40,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
 
-from hindsight.agent.evaluate import EvalSummary, evaluate_policy, keep_finished_tasks, summarize
+from hindsight.agent.evaluate import EvalSummary, evaluate_policy, keep_finished_tasks, summarize_evaluation
 from hindsight.configs import ConfigError, from_mapping
 from hindsight.diagnostics.health import HealthConfig, HealthReport, assess
 from hindsight.logs import RunDir, read_trajectories
@@ -289,7 +289,7 @@ def evaluate_trainable(
     with run.trajectory_writer(name, env=settings.env, split=split) as writer:
         evaluate_policy(model.sampler, lambda: make(settings.env, **settings.env_kwargs),
                         [s for s in seeds if s not in finished], rollout, writer=writer)
-    return summarize(read_trajectories(path), time.perf_counter() - started)
+    return summarize_evaluation(read_trajectories(path), time.perf_counter() - started)
 
 
 def drop_evaluations_after(trajectories_dir: Path, last_step: int) -> None:

@@ -26,12 +26,18 @@ def update_metrics(area: str, stats: UpdateStats, lr: float) -> dict[str, float]
 
 
 def eval_metrics(prefix: str, summary: EvalSummary) -> dict[str, float]:
-    return {
+    row = {
         f"{prefix}/success_rate": summary.success_rate,
         f"{prefix}/score_mean": summary.mean_score,
         f"{prefix}/steps_mean": summary.mean_steps,
         f"{prefix}/invalid_rate": summary.invalid_rate,
     }
+    if summary.oracle_agreement is not None:
+        row[f"{prefix}/oracle_agreement"] = summary.oracle_agreement
+        moves = sum(summary.action_mix.values())
+        # The largest share of one action: near 1, the policy answers the same whatever the state.
+        row[f"{prefix}/top_action_share"] = max(summary.action_mix.values()) / moves if moves else 0.0
+    return row
 
 
 class MetricsLog:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 from hindsight.agent.engine import RolloutEngine
 from hindsight.configs import option
-from hindsight.methods.basics import Schedule, SupervisedBasics
+from hindsight.methods.basics import Schedule, SupervisedBasics, check_split
 from hindsight.methods.model_setup import load_latest, load_trainable
 from hindsight.roles import RoleSpec, adapter_roles, attach
 from hindsight.train.dpo import DPOSettings
@@ -50,6 +50,7 @@ class PreferenceBasics(SupervisedBasics):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_split("final_eval_split", self.final_eval_split, optional=True)
         if self.self_guide:
             raise ValueError("self_guide is a GRPO switch (hindsight train grpo); the DPO methods compare actions only")
         for name in ("rounds", "tasks_per_round"):

@@ -33,7 +33,7 @@ from hindsight.agent.parser import parse_response
 from hindsight.agent.selfguide import with_oracle_assessments
 from hindsight.configs import ConfigError, option
 from hindsight.logs import read_trajectories
-from hindsight.methods.basics import SupervisedBasics
+from hindsight.methods.basics import SupervisedBasics, check_split
 from hindsight.methods.lifecycle import TrainingRun
 from hindsight.methods.model_setup import load_latest, load_trainable
 from hindsight.methods.registry import training_method
@@ -67,6 +67,7 @@ class SFTConfig(SupervisedBasics):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_split("eval_split", self.eval_split)
         if self.assessment_demos and not self.self_guide:
             raise ValueError("assessment_demos needs self_guide: true")
         if self.demo_samples < 1:

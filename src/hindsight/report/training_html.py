@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from hindsight.diagnostics.live import AUV, INVALID_RATE, LOOP_RATIO
+from hindsight.diagnostics.live import ACTION_ENTROPY, AUV, INVALID_RATE, LOOP_RATIO
 from hindsight.report.svg import Band, Series, band_chart, bar_chart, color, esc, heatmap_chart, stacked_bar_chart
 from hindsight.report.training import RunGroup, TrainingLog, group_runs, score_density
 
@@ -43,6 +43,7 @@ LEARNING_CURVES = (
     Curve("cso/rollout_success_rate", "Rollout success (CSO)", "share of rollouts solved", True),
     Curve("eto/rollout_success_rate", "Rollout success (ETO)", "share of rollouts solved", True),
     Curve("eval/success_rate", "Validation success", "share of tasks solved", True),
+    Curve("eval/oracle_agreement", "Validation moves among the planner's best", "share of moves", True),
     Curve("rollout/score_mean", "Return", "mean return of the rollouts"),
     Curve("rollout/initial_score_mean", "Initial return s_o (ECHO)", "mean s_o"),
     Curve("rollout/refined_score_mean", "Refined return s_r (ECHO)", "mean s_r"),
@@ -63,6 +64,7 @@ TIDE_CURVES = (
     Curve(AUV, "AUV of the update's rollouts", "AUV", True),
     Curve(LOOP_RATIO, "Loop ratio of the update's rollouts", "loop steps / steps", True),
     Curve(INVALID_RATE, "Invalid actions in the update's rollouts", "invalid steps / steps", True),
+    Curve(ACTION_ENTROPY, "Action-token entropy of the update's rollouts", "nats"),
 )
 ECHO_CURVES = (
     Curve("echo/improvement_rate", "Refinements better than their attempt", "share with s_r > s_o", True),

@@ -20,11 +20,17 @@ from hindsight.algos.advantages import ADVANTAGE_ESTIMATORS, AdvantageOptions, G
 
 
 def episode_returns(token_level_rewards: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """R of every row: the sum of its rewards over the tokens of its response. Returns [B]."""
+    """R of every row: the sum of all its rewards, masked tokens included. Returns [B].
+
+    The mask must not select the rewards: verl writes a row's score on its last token,
+    and an episode cut by the response budget ends on observation tokens (mask 0), so a
+    masked sum would give a truncated episode R = 0 whatever its score. verl's own GRPO
+    sums the same way; padding carries no reward.
+    """
     if token_level_rewards.shape != response_mask.shape or token_level_rewards.dim() != 2:
         raise ValueError(f"token_level_rewards and response_mask must both be [B, T], got "
                          f"{tuple(token_level_rewards.shape)} and {tuple(response_mask.shape)}")
-    return (token_level_rewards * response_mask).sum(dim=1)
+    return token_level_rewards.sum(dim=1)
 
 
 def grouped_advantages(returns: torch.Tensor, index: Sequence[Any], *, normalize_std: bool,
@@ -47,7 +53,7 @@ def trajectory_grpo(token_level_rewards: torch.Tensor, response_mask: torch.Tens
     """Per-trajectory GRPO: A = (R − mean_group) / (std_group + ε), shared by every model token.
 
     Registered as `hindsight_grpo`. R is the whole episode's return (every turn of a multi-turn
-    row counts once), the standard deviation is the population one as in Hindsight's own
+    row counts once, and a row cut on an observation token keeps its reward), the standard deviation is the population one as in Hindsight's own
     trainer (a group whose returns are all equal gets 0, not NaN), and
     `algorithm.norm_adv_by_std_in_grpo=false` keeps only the centring. Observation and padding
     tokens get 0. verl's other keywords (such as `reward_baselines`) do not enter GRPO.

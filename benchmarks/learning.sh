@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The learning benchmark of docs/results.md (issue 45), resumable: a finished step is skipped,
+# an unfinished training run continues from its latest checkpoint and an unfinished evaluation
+# from its last finished task.
+#
+#   . .venv/bin/activate && benchmarks/learning.sh [OUT_DIR] [STAGE...]
+#
+# Stages (default: all, in this order):
+#   start   the SFT warm start (recipes/sft-frozenlake.yaml: FrozenLake 4x4, local view), its
+#           adapter exported to OUT_DIR/start-adapter, and its greedy evaluation on the 300
+#           test tasks every arm is tested on (OUT_DIR/start)
+#   grpo    GRPO from the start (recipes/grpo-frozenlake.yaml), seeds 0 1 2
+#   gigpo   the same with advantage_estimator: gigpo, seeds 0 1 2
+#   ablations  one change each against the recipe, seed 0 (compared with grpo-s0 on the same
+#           tasks): trajectory-mean aggregation; G = 4 (16 tasks) and G = 16 (4 tasks), the
+#           episodes per update unchanged; 4 and 16 tasks per update (G = 8); lr 5e-5 and 2e-4;
+#           KL 0.05 to the start; clip-higher (clip_high 0.28, two optimizer steps per batch, so the
+#           clip is active); RAGEN's variance filter (keep_top_spread 0.25)
+#   table   test success per run and the paired differences (benchmarks/learning_table.py)
+# Jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1) keeps a
+# driver on one core, ONLY="grpo-s0 gigpo-s0" runs the named jobs alone. UPDATES=N overrides the
+# recipe's number of updates (the runs of 2026-11-28 used what one session could finish).
+# `python benchmarks/keep.py OUT_DIR results/learning --commit SHA` keeps each finished run's
+# outcome table in the repository (results/README.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-runs/learning}
+shift || true
+stages=${*:-start grpo gigpo ablations table}
+mkdir -p "$out"
+recipe=recipes/grpo-frozenlake.yaml
+prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
+lake=(--env frozenlake --set size=4 --set max_steps=8 --set view=local --memory none --max-new-tokens 12
+      --system-prompt "$prompt")
+
+. benchmarks/lib.sh  # train, evaluate, spawn, arm
+
+switches=()
+if [ -n "${UPDATES:-}" ]; then switches=(--set "updates=$UPDATES"); fi
+start="$out/start-adapter"
+for stage in $stages; do
+  case $stage in
+  start)
+    foreground "train sft '$out/start-sft' --config recipes/sft-frozenlake.yaml"
+    export_adapter "$out/start-sft" "$start"
+    foreground "evaluate '$out/start' --model 'smollm2+$start' --episodes 300 --temperature 0"
+    ;;
+  grpo)
+    for seed in 0 1 2; do arm grpo "$seed" grpo "$recipe" "${switches[@]}"; done
+    wait
+    ;;
+  gigpo)
+    for seed in 0 1 2; do arm gigpo "$seed" grpo "$recipe" "${switches[@]}" --set advantage_estimator=gigpo; done
+    wait
+    ;;
+  ablations)
+    arm abl-trajectory-mean 0 grpo "$recipe" "${switches[@]}" --set aggregation=trajectory_mean
+    arm abl-g4 0 grpo "$recipe" "${switches[@]}" --set group_size=4 --set tasks_per_update=16
+    arm abl-g16 0 grpo "$recipe" "${switches[@]}" --set group_size=16 --set tasks_per_update=4
+    arm abl-tasks4 0 grpo "$recipe" "${switches[@]}" --set tasks_per_update=4
+    arm abl-tasks16 0 grpo "$recipe" "${switches[@]}" --set tasks_per_update=16
+    arm abl-lr5e-5 0 grpo "$recipe" "${switches[@]}" --set lr=5e-5
+    arm abl-lr2e-4 0 grpo "$recipe" "${switches[@]}" --set lr=2e-4
+    arm abl-kl 0 grpo "$recipe" "${switches[@]}" --set kl_coef=0.05 --set kl_reference=init
+    arm abl-clip-higher 0 grpo "$recipe" "${switches[@]}" --set clip_high=0.28 --set epochs=2
+    arm abl-ragen 0 grpo "$recipe" "${switches[@]}" --set keep_top_spread=0.25
+    wait
+    ;;
+  table)
+    python benchmarks/learning_table.py "$out"
+    ;;
+  *) echo "unknown stage: $stage" >&2; exit 2 ;;
+  esac
+done
