@@ -19,9 +19,7 @@ import argparse
 from pathlib import Path
 
 from tables import (Outcomes, arm_table, difference_header, difference_line, env_steps, evaluation_outcomes,
-                    metric, metric_rows, shown_label)
-
-from hindsight.stats import paired_difference
+                    metric, metric_rows)
 
 ARMS = (("grpo", "GRPO"), ("gigpo", "GiGPO"))
 ABLATIONS = (("abl-trajectory-mean", "trajectory-mean aggregation"), ("abl-g4", "G = 4, 16 tasks"),
@@ -54,17 +52,10 @@ COLUMNS = (("env steps (train)", env_steps),
 
 
 def per_run_lines(title: str, better: Outcomes, base: Outcomes) -> list[str]:
-    """One row per run label both arms have: that run's paired difference and its own interval."""
-    lines = []
-    for label in sorted({key[0] for key in better} & {key[0] for key in base}):
-        run_better = {k: v for k, v in better.items() if k[0] == label}
-        run_base = {k: base[k] for k in run_better if k in base}
-        if set(run_base) != set(run_better):
-            continue
-        result = paired_difference(run_base, run_better)
-        lines.append(f"| {title}, {label}{shown_label(label)} | {result.difference:+.3f} "
-                     f"[{result.low:+.3f}, {result.high:+.3f}] | 1 run × {result.tasks} tasks | |")
-    return lines
+    """One row per run of `better`: that run alone against `base`, with its own interval."""
+    labels = sorted({label for label, _ in better})
+    return [difference_line(f"{title}, {label}", {k: v for k, v in better.items() if k[0] == label}, base)
+            for label in labels]
 
 
 def main() -> None:
@@ -83,20 +74,18 @@ def main() -> None:
     outcomes["start"] = start or {}
     lines += [""] + difference_header()
     for better, base in COMPARISONS:
+        # difference_line pairs only the (run, task) keys both arms have.
         title = f"{TITLES[better]} − {TITLES[base]}"
-        common_labels = {k[0] for k in outcomes[better]}
-        base_outcomes = {k: v for k, v in outcomes[base].items() if k[0] in common_labels}
-        lines.append(difference_line(title, outcomes[better], base_outcomes))
+        lines.append(difference_line(title, outcomes[better], outcomes[base]))
         lines += per_run_lines(title, outcomes[better], outcomes[base])
     ablations, ablated = arm_table(out, ABLATIONS, COLUMNS)
     if any(ablated.values()):
         # Each ablation is one run at seed 0: it pairs with the recipe's seed-0 run on the same tasks.
-        recipe = {k: v for k, v in outcomes["grpo"].items() if k[0] == "s0"}
         lines += ["", "Ablations (seed 0), each against the recipe's seed-0 run:", ""] + ablations
         lines += [""] + difference_header()
         for name, title in ABLATIONS:
             if ablated[name]:
-                lines.append(difference_line(f"{title} − GRPO", ablated[name], recipe))
+                lines.append(difference_line(f"{title} − GRPO", ablated[name], outcomes["grpo"]))
     print("\n".join(lines))
 
 

@@ -319,7 +319,7 @@ def test_the_learning_table_pairs_each_run_with_the_start_pooled_and_alone(tmp_p
     assert "| GRPO | 2 | 0.667, 0.667 | 0.667 | 200, 0 | 0.40 → 0.70, – | 0.900, – | 0.100, – | fired at update 2, silent |" in text
     # Each run gains two of six tasks: +1/3 pooled and run by run.
     assert "| GRPO − start (SFT) | +0.333 [" in text and "2 runs × 6 tasks" in text
-    assert re.search(r"\| GRPO − start \(SFT\), s0 \| \+0\.333 \[[^]]+\] \| 1 run × 6 tasks", text)
+    assert re.search(r"\| GRPO − start \(SFT\), s0 \| \+0\.333 \[[^]]+\] \| 1 runs × 6 tasks \| \+0\.333 \|", text)
     assert re.search(r"\| GRPO − start \(SFT\), s1 \| \+0\.333", text)
     assert "| GiGPO − start (SFT) | not yet" in text
     assert "Ablations" not in text  # none has finished

@@ -7,7 +7,6 @@ B = sequences in the batch, T = padded sequence length, G = group size.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 from enum import Enum
 from typing import Callable, Sequence

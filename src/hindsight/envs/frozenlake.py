@@ -180,7 +180,7 @@ class FrozenLake(TextEnv):
             return False, False, f"{echo(action)} is not a move. Answer with up, down, left or right."
         d_row, d_col = MOVES[move]
         target = (self._pos[0] + d_row, self._pos[1] + d_col)
-        if not (0 <= target[0] < self._size and 0 <= target[1] < self._size):
+        if not self._on_lake(target):
             return True, False, f"You bump into the edge of the lake and stay at {_where(self._pos)}."
         if target in self._holes:
             if self.hole_mode == "blocking":
@@ -192,6 +192,9 @@ class FrozenLake(TextEnv):
         if target == self._goal:
             return True, False, f"You moved {move} and reached the goal at {_where(target)}."
         return True, False, f"You moved {move} to {_where(target)}."
+
+    def _on_lake(self, cell: Cell) -> bool:
+        return 0 <= cell[0] < self._size and 0 <= cell[1] < self._size
 
     def render(self) -> str:
         return self._render_local() if self.view == "local" else self._render_grid()
@@ -209,7 +212,7 @@ class FrozenLake(TextEnv):
         lines = [f"You are at {_where(self._pos)}. The goal is {' and '.join(offsets)}."]
         for move, (m_row, m_col) in MOVES.items():
             cell = (self._pos[0] + m_row, self._pos[1] + m_col)
-            if not (0 <= cell[0] < self._size and 0 <= cell[1] < self._size):
+            if not self._on_lake(cell):
                 what = "the edge (you stay)"
             elif cell == self._goal:
                 what = "the goal"

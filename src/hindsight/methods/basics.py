@@ -26,13 +26,13 @@ from hindsight.train.update import UpdateSettings
 from hindsight.types import SamplingParams, Trajectory
 
 
-
 def check_split(key: str, split: str, *, optional: bool = False) -> None:
     """Refuse an unknown split name when the config is read, not after training reaches its evaluation."""
     if (optional and split == "") or split in SPLITS:
         return
     skip = " or '' to skip it" if optional else ""
     raise ValueError(f"{key} must be one of {', '.join(SPLITS)}{skip}, not {split!r}")
+
 
 @dataclass(frozen=True)
 class Schedule:

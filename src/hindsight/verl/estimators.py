@@ -53,9 +53,10 @@ def trajectory_grpo(token_level_rewards: torch.Tensor, response_mask: torch.Tens
     """Per-trajectory GRPO: A = (R − mean_group) / (std_group + ε), shared by every model token.
 
     Registered as `hindsight_grpo`. R is the whole episode's return (every turn of a multi-turn
-    row counts once, and a row cut on an observation token keeps its reward), the standard deviation is the population one as in Hindsight's own
-    trainer (a group whose returns are all equal gets 0, not NaN), and
-    `algorithm.norm_adv_by_std_in_grpo=false` keeps only the centring. Observation and padding
+    row counts once, and a row cut on an observation token keeps its reward), the standard
+    deviation is the population one as in Hindsight's own trainer (a group whose returns are
+    all equal gets 0, not NaN), and `algorithm.norm_adv_by_std_in_grpo=false` keeps only the
+    centring. Observation and padding
     tokens get 0. verl's other keywords (such as `reward_baselines`) do not enter GRPO.
     Returns (advantages, returns), both [B, T]; the returns are the advantages, as verl's own
     critic-free estimators report them.
