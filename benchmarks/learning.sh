@@ -13,9 +13,10 @@
 #   gigpo   the same with advantage_estimator: gigpo, seeds 0 1 2
 #   ablations  one change each against the recipe, seed 0 (compared with grpo-s0 on the same
 #           tasks): trajectory-mean aggregation; G = 4 (16 tasks) and G = 16 (4 tasks), the
-#           episodes per update unchanged; 4 and 16 tasks per update (G = 8); lr 5e-5 and 2e-4;
-#           KL 0.05 to the start; clip-higher (clip_high 0.28, two optimizer steps per batch, so the
-#           clip is active); RAGEN's variance filter (keep_top_spread 0.25)
+#           episodes per update unchanged; 4 and 16 tasks per update (G = 8); lr 5e-5, 2e-4,
+#           5e-4 and 1e-3; KL 0.05 to the start; clip-higher (clip_high 0.28, two optimizer steps
+#           per batch, so the clip is active); RAGEN's variance filter (keep_top_spread 0.25);
+#           GiGPO at lr 5e-4 (against abl-lr5e-4)
 #   table   test success per run and the paired differences (benchmarks/learning_table.py)
 # Jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1) keeps a
 # driver on one core, ONLY="grpo-s0 gigpo-s0" runs the named jobs alone. UPDATES=N overrides the
@@ -61,6 +62,9 @@ for stage in $stages; do
     arm abl-tasks16 0 grpo "$recipe" "${switches[@]}" --set tasks_per_update=16
     arm abl-lr5e-5 0 grpo "$recipe" "${switches[@]}" --set lr=5e-5
     arm abl-lr2e-4 0 grpo "$recipe" "${switches[@]}" --set lr=2e-4
+    arm abl-lr5e-4 0 grpo "$recipe" "${switches[@]}" --set lr=5e-4
+    arm abl-lr1e-3 0 grpo "$recipe" "${switches[@]}" --set lr=1e-3
+    arm abl-gigpo-lr5e-4 0 grpo "$recipe" "${switches[@]}" --set advantage_estimator=gigpo --set lr=5e-4
     arm abl-kl 0 grpo "$recipe" "${switches[@]}" --set kl_coef=0.05 --set kl_reference=init
     arm abl-clip-higher 0 grpo "$recipe" "${switches[@]}" --set clip_high=0.28 --set epochs=2
     arm abl-ragen 0 grpo "$recipe" "${switches[@]}" --set keep_top_spread=0.25

@@ -11,9 +11,16 @@ so the groups have advantages), then times, on exactly the same micro-batches:
 
 Both run the LoRA-wrapped model, alternating, `--repeats` times; medians are reported as
 tokens/s and the update's overhead relative to bare. A negative overhead means the update
-is cheaper than the bare pass (it projects to the vocabulary only at loss positions).
+is cheaper than the bare pass (it projects to the vocabulary only at loss positions). The
+update runs twice per repeat: with every sequence pushed whole (`shared_tokens: false`, the
+tokens bare pushes) and with each micro-batch's common prefix encoded once (the default);
+the report gives both, their tokens pushed and the batch's distinct tokens (redundancy =
+pushed ÷ distinct).
 
     OMP_NUM_THREADS=2 python benchmarks/update_overhead.py --repeats 3
+    # the learning benchmark's turns (docs/results.md, issue 46), from its start adapter:
+    OMP_NUM_THREADS=2 python benchmarks/update_overhead.py --recipe recipes/grpo-frozenlake.yaml \
+        --init-from runs/learning/start-adapter --repeats 3
 """
 
 from __future__ import annotations
@@ -22,15 +29,18 @@ import argparse
 import json
 import statistics
 import time
+from dataclasses import replace
 
 import torch
 
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.prompts import Memory
 from hindsight.algos.grpo import group_advantages
+from hindsight.configs import load_config
 from hindsight.envs import make
-from hindsight.methods.model_setup import load_trainable, make_optimizer
-from hindsight.train.model import collate
+from hindsight.methods.grpo import GRPOConfig
+from hindsight.methods.model_setup import load_latest, load_trainable, make_optimizer
+from hindsight.train.model import collate, distinct_tokens
 from hindsight.train.sequences import turn_sequences
 from hindsight.train.update import UpdateSettings, _micro_batches, policy_gradient_update
 from hindsight.types import SamplingParams
@@ -45,18 +55,34 @@ def bare_forward_backward(model, batches) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=4)
-    parser.add_argument("--group-size", type=int, default=6)
-    parser.add_argument("--micro-batch-size", type=int, default=8)
+    parser.add_argument("--tasks", type=int, help="tasks sampled (default 4, or the recipe's tasks_per_update)")
+    parser.add_argument("--group-size", type=int, help="samples per task (default 6, or the recipe's)")
+    parser.add_argument("--micro-batch-size", type=int, help="sequences per forward/backward (default 8, or the "
+                                                             "recipe's)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--recipe", default="", help="a GRPO recipe: its env, history, system prompt, token budget, "
+                                                     "tasks, group size and micro-batch replace the defaults")
+    parser.add_argument("--init-from", default="", help="the adapter the rollouts sample from (a run or PEFT folder)")
     args = parser.parse_args()
 
     model = load_trainable("smollm2", ("policy",), lora_rank=16, lora_alpha=32, full_finetune=False)
-    env_kwargs = {"size": 3, "max_steps": 6}
+    if args.init_from:
+        load_latest(model, args.init_from)
+    env, env_kwargs = "frozenlake", {"size": 3, "max_steps": 6}
+    defaults = {"tasks": 4, "group_size": 6, "micro_batch_size": 8}
     config = RolloutConfig(memory=Memory.parse("none"), sampling=SamplingParams(temperature=1.0, max_new_tokens=24),
                            concurrency=16, seed=0)
-    seeds = make("frozenlake", **env_kwargs).split_seeds("train", args.tasks)
-    engine = RolloutEngine(lambda: make("frozenlake", **env_kwargs), model.backend, config)
+    if args.recipe:
+        recipe = load_config(GRPOConfig, args.recipe)
+        env, env_kwargs = recipe.env, recipe.env_kwargs
+        config = recipe.rollout_config(SamplingParams(temperature=1.0, max_new_tokens=recipe.max_new_tokens), "train")
+        defaults = {"tasks": recipe.tasks_per_update, "group_size": recipe.group_size,
+                    "micro_batch_size": recipe.micro_batch_size}
+    for name, value in defaults.items():  # an explicit flag wins over the recipe
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    seeds = make(env, **env_kwargs).split_seeds("train", args.tasks)
+    engine = RolloutEngine(lambda: make(env, **env_kwargs), model.backend, config)
     trajectories = engine.run([Task(seed=s, sample=j) for s in seeds for j in range(args.group_size)])
     trajectories.sort(key=lambda t: t.id)
     # Random returns: the timing does not depend on their values, only on every sequence
@@ -73,24 +99,34 @@ def main() -> None:
     tokens = sum(b.num_tokens for b in batches)
 
     optimizer, scheduler = make_optimizer(model.parameters(), 1e-6, 0.0, 0, 100)
-    settings = UpdateSettings(micro_batch_size=args.micro_batch_size)
+    whole = UpdateSettings(micro_batch_size=args.micro_batch_size, shared_tokens=False)
+    shared = replace(whole, shared_tokens=True)
     model.model.train()
     bare_forward_backward(model, batches[:1])  # warm-up
-    update_s, bare_s = [], []
+    update_s, shared_s, bare_s, shared_tokens = [], [], [], 0
     for _ in range(args.repeats):
         started = time.perf_counter()
-        policy_gradient_update(model, sequences, sequence_adv, optimizer, scheduler, settings)
+        policy_gradient_update(model, sequences, sequence_adv, optimizer, scheduler, whole)
         update_s.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        shared_tokens = policy_gradient_update(model, sequences, sequence_adv, optimizer, scheduler, shared).tokens
+        shared_s.append(time.perf_counter() - started)
         model.model.train()
         started = time.perf_counter()
         bare_forward_backward(model, batches)
         bare_s.append(time.perf_counter() - started)
-    update, bare = statistics.median(update_s), statistics.median(bare_s)
+    update, bare, with_sharing = statistics.median(update_s), statistics.median(bare_s), statistics.median(shared_s)
+    distinct = distinct_tokens(sequences)
     print(json.dumps({
         "sequences": len(sequences), "tokens": tokens, "micro_batches": len(batches), "threads": torch.get_num_threads(),
         "update_s": update_s, "bare_s": bare_s,
         "update_tokens_per_s": tokens / update, "bare_tokens_per_s": tokens / bare,
         "overhead": update / bare - 1.0,
+        "distinct_tokens": distinct, "redundancy_whole": tokens / distinct,
+        "shared_tokens": shared_tokens, "redundancy_shared": shared_tokens / distinct,
+        "shared_update_s": shared_s, "shared_speedup": update / with_sharing,
+        "rollout_prefill_redundancy": model.backend.prefill.pushed_tokens / max(1, model.backend.prefill.distinct_tokens),
+        "rollout_prompt_redundancy": model.backend.prefill.prompt_tokens / max(1, model.backend.prefill.distinct_tokens),
     }, indent=2))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -355,30 +356,47 @@ def _prefill_shapes(backend: HFBackend, requests: list[GenerationRequest], param
         hook.remove()
 
 
-def test_identical_prompts_are_prefilled_once_with_the_same_output(tiny_dir):
-    """Best-of-N candidates and GRPO groups send n copies of a prompt: one prefill row each, same output."""
+def test_shared_prefixes_and_identical_prompts_are_prefilled_once_with_the_same_output(tiny_dir):
+    """Best-of-N candidates and GRPO groups send n copies of a prompt, and every prompt of a batch
+    starts with the same chat template: each shared part is prefilled once, with the same output."""
     peft = pytest.importorskip("peft")
+    from hindsight.llm.prefixes import common_prefix
+
     tiny = load_model(f"hf:{tiny_dir}", device="cpu")
     tiny.model = peft.get_peft_model(tiny.model, peft.LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
-    width = len(tiny.encode_chat(LONG.messages))
+    long_ids, short_ids = tiny.encode_chat(LONG.messages), tiny.encode_chat(SHORT.messages)
+    width, prefix = len(long_ids), common_prefix([long_ids, short_ids])
+    assert prefix >= 1  # the template's opening
     requests = [LONG, SHORT, LONG, LONG, SHORT]
     for params in (SamplingParams(temperature=0, max_new_tokens=6), SamplingParams(max_new_tokens=6, seed=3)):
+        before = replace(tiny.prefill)
         out, shapes = _prefill_shapes(tiny, requests, params)
-        # The two distinct prompts prefilled up to their last token, then all five rows go on.
-        assert shapes[:2] == [(2, width - 1), (5, 1)]
+        # The common prefix once, the two distinct prompts' rest up to their last token, then
+        # all five rows go on.
+        assert shapes[:3] == [(1, prefix), (2, width - 1 - prefix), (5, 1)]
         for request, completion in zip(requests, out):
             assert completion.logprobs == pytest.approx(forward_logprobs(tiny, request, completion.token_ids), abs=1e-4)
+        asked = 3 * len(long_ids) + 2 * len(short_ids)
+        assert tiny.prefill.prompt_tokens - before.prompt_tokens == asked
+        assert tiny.prefill.distinct_tokens - before.distinct_tokens == len(long_ids) + len(short_ids) - prefix
+        assert (tiny.prefill.pushed_tokens - before.pushed_tokens
+                == prefix + (len(long_ids) - 1 - prefix) + (len(short_ids) - 1 - prefix) + 5)
     greedy = SamplingParams(temperature=0, max_new_tokens=6)
     out = tiny.generate(requests, greedy)
     singles = [tiny.generate([request], greedy)[0] for request in requests]
     assert [c.token_ids for c in out] == [c.token_ids for c in singles]
-    # Distinct prompts only: nothing to share, `generate` prefills every whole row itself.
+    # Distinct prompts only: the prefix is still shared.
     _, shapes = _prefill_shapes(tiny, [LONG, SHORT], greedy)
-    assert shapes[0] == (2, width)
-    # Switched off: every row prefilled, the same tokens.
+    assert shapes[:3] == [(1, prefix), (2, width - 1 - prefix), (2, 1)]
+    # One prompt: nothing to share, `generate` prefills the whole row itself.
+    _, shapes = _prefill_shapes(tiny, [LONG], greedy)
+    assert shapes[0] == (1, width)
+    # Switched off: every row prefilled, the same tokens, and every prompt token pushed.
     tiny.share_prefill = False
+    before = replace(tiny.prefill)
     unshared, shapes = _prefill_shapes(tiny, requests, greedy)
     assert shapes[0] == (5, width) and [c.token_ids for c in unshared] == [c.token_ids for c in out]
+    assert tiny.prefill.pushed_tokens - before.pushed_tokens == tiny.prefill.prompt_tokens - before.prompt_tokens
 
 
 def test_entropies_and_token_ends_match_a_fresh_forward_pass(tiny_dir):

@@ -68,7 +68,8 @@ def test_echo_trains_policy_and_critic_and_logs_every_refinement(tiny_model_dir,
                 "echo/near_ceiling_improvements", "critic/reward_mean", "critic/critique_tokens_mean",
                 "critic/template_match_rate",
                 "timing/policy_rollout_s", "timing/critic_rollout_s", "timing/refine_s", "timing/update_s",
-                "policy/loss", "critic/loss", "rollout/env_steps", "tide/auv", "tide/loop_ratio", "tide/invalid_rate"):
+                "policy/loss", "critic/loss", "rollout/env_steps", "tide/auv", "tide/loop_ratio", "tide/invalid_rate",
+                "throughput/redundancy", "throughput/prefill_redundancy"):
         assert key in rows[0], key
     assert "final_test_refined/success_rate" in rows[-1] and "final_test/success_rate" in rows[-1]
 

@@ -137,8 +137,12 @@ def test_grpo_loop_logs_checkpoints_and_evaluates(tiny_model_dir, tmp_path):
     rows = read_metrics(run)
     assert [row["step"] for row in rows] == [0, 1, 2, 2]
     for key in ("rollout/success_rate", "policy/loss", "policy/kl", "policy/clip_frac", "timing/rollout_s",
-                "timing/update_s", "eval/success_rate", "rollout/env_steps"):
+                "timing/update_s", "eval/success_rate", "rollout/env_steps", "throughput/redundancy",
+                "throughput/prefill_redundancy"):
         assert key in rows[1], key
+    # Every turn repeats the system prompt: pushed once per micro-batch, it is still pushed more than once.
+    assert rows[1]["throughput/redundancy"] > 1.0
+    assert rows[1]["throughput/prefill_redundancy"] >= 1.0
     assert "final_test/success_rate" in rows[-1]
     train = [json.loads(line) for line in (run / "trajectories" / "train.jsonl").read_text().splitlines()[1:]]
     assert len(train) == 2 * 2 * 2

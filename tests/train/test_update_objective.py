@@ -25,12 +25,16 @@ def turn(trajectory: str, index: int, prompt: int, answer: int) -> TrainingSeque
 TURNS = [turn("t0", 0, 5, 3), turn("t1", 1, 6, 9), turn("t0", 2, 4, 2), turn("t2", 3, 7, 4), turn("t0", 4, 3, 6),
          turn("t2", 5, 5, 5)]
 ADVANTAGE = {"t0": 1.0, "t1": -1.5, "t2": 0.0}
+# The same turns behind one shared system prompt: the update encodes it once per micro-batch.
+PROMPT = tuple(range(900, 912))
+PROMPTED = [TrainingSequence(PROMPT + s.input_ids, (0,) * len(PROMPT) + s.loss_mask, s.trajectory_id, s.turns)
+            for s in TURNS]
 
 
-def plain_loop_objective(model, aggregation: Aggregation) -> torch.Tensor:
+def plain_loop_objective(model, aggregation: Aggregation, turns=TURNS) -> torch.Tensor:
     """−A·ρ summed the way `aggregation` says, one turn at a time (ρ = 1 in value, with its gradient)."""
     per_turn = []  # (trajectory, summed per-token loss, tokens)
-    for sequence in TURNS:
+    for sequence in turns:
         logp = model.logprobs(collate([sequence], model.pad_id))
         mask = collate([sequence], model.pad_id).loss_mask
         terms = -ADVANTAGE[sequence.trajectory_id] * torch.exp(logp - logp.detach()) * mask
@@ -47,25 +51,35 @@ def plain_loop_objective(model, aggregation: Aggregation) -> torch.Tensor:
 
 @pytest.mark.parametrize("aggregation", list(Aggregation))
 @pytest.mark.parametrize("micro_batch_size", [1, 4])
-def test_update_follows_the_plain_loop_gradient(tiny_lora_model_dir, aggregation, micro_batch_size):
+@pytest.mark.parametrize(("turns", "shared_tokens"), [(TURNS, True), (PROMPTED, True), (PROMPTED, False)],
+                         ids=["distinct", "prompt-shared", "prompt-pushed-whole"])
+def test_update_follows_the_plain_loop_gradient(tiny_lora_model_dir, aggregation, micro_batch_size, turns,
+                                                shared_tokens):
     torch.manual_seed(0)
     model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), lora_rank=4, lora_alpha=8, full_finetune=False)
     params = model.parameters()
     with torch.no_grad():
         for p in params:  # peft starts lora_B at zero, where lora_A gets no gradient
             p.add_(torch.randn_like(p) * 0.05)
-    expected = torch.autograd.grad(plain_loop_objective(model, aggregation), params)
+    expected = torch.autograd.grad(plain_loop_objective(model, aggregation, turns), params)
     before = [p.detach().clone() for p in params]
 
     optimizer = torch.optim.SGD(params, lr=1.0)
-    settings = UpdateSettings(aggregation=aggregation, micro_batch_size=micro_batch_size, max_grad_norm=1e9)
-    stats = policy_gradient_update(model, TURNS, [ADVANTAGE[s.trajectory_id] for s in TURNS], optimizer, None,
+    settings = UpdateSettings(aggregation=aggregation, micro_batch_size=micro_batch_size, max_grad_norm=1e9,
+                              shared_tokens=shared_tokens)
+    stats = policy_gradient_update(model, turns, [ADVANTAGE[s.trajectory_id] for s in turns], optimizer, None,
                                    settings)
     step = torch.cat([(p.detach() - b).flatten() for p, b in zip(params, before)])
     gradient = torch.cat([g.flatten() for g in expected])
     # Batching and padding reassociate float sums: compare relative to the gradient's size.
     assert (step + gradient).norm() <= 1e-4 * gradient.norm()
     assert stats.sequences == 4  # t2's turns have no advantage and no KL term: skipped, yet counted
+    trained = [s for s in turns if ADVANTAGE[s.trajectory_id]]
+    whole = sum(len(s.input_ids) for s in trained)
+    shared = shared_tokens and micro_batch_size > 1 and turns is PROMPTED
+    # The four trained turns form one micro-batch of 4, which pushes the prompt once, not four times.
+    assert stats.tokens == (whole - 3 * len(PROMPT) if shared else whole)
+    assert stats.distinct_tokens == whole - (len(PROMPT) * (len(trained) - 1) if turns is PROMPTED else 0)
 
 
 def test_the_aggregations_give_different_steps(tiny_lora_model_dir):

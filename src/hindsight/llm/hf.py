@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hindsight.llm.base import ModelError
+from hindsight.llm.prefixes import common_prefix, prefix_tree_size
 from hindsight.types import ChatMessage, Completion, GenerationRequest, SamplingParams
 
 if TYPE_CHECKING:
@@ -247,8 +248,11 @@ class HFBackend:
         spec: the spec string this backend answers to.
         max_batch_size: requests per `generate` call; bigger batches are split.
         source: the folder or file the weights came from, when known.
-        share_prefill: prefill identical prompts of a micro-batch once (default); False
-            prefills every row, as the toolkit did before 2026-11-28 (float noise differs).
+        share_prefill: prefill a micro-batch's common prompt prefix and its identical
+            prompts once (default); False prefills every row, as the toolkit did before
+            2026-11-28 (float noise differs).
+        prefill: running counts of prompt tokens (asked, pushed, distinct); their ratio
+            pushed ÷ distinct is the prefill's redundancy.
     """
 
     def __init__(
@@ -269,6 +273,8 @@ class HFBackend:
         self.max_batch_size = max_batch_size
         self.source = source
         self.share_prefill = share_prefill
+        #: Prompt tokens asked for, pushed through the model and distinct, since loading.
+        self.prefill = PrefillCounts()
         self.device = str(next(model.parameters()).device)
         self._special = _SpecialTokens.from_model(model, tokenizer)
 
@@ -409,11 +415,18 @@ class HFBackend:
 
         special = self._special
         width = max(len(ids) for ids in prompts)
+        # Each row keeps at least its last token for `generate` to feed.
+        prefix = min(common_prefix(prompts), min(map(len, prompts)) - 1) if self.share_prefill else 0
+        # Left padding, except that the prompts' common prefix stays in the first columns so
+        # its cache can be computed once: [prefix | padding | rest]. The padding is masked
+        # out and positions count real tokens only, so each row is encoded as on its own.
         input_ids = torch.full((len(prompts), width), special.pad_id, dtype=torch.long)
         attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
         for row, ids in enumerate(prompts):
-            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention_mask[row, width - len(ids) :] = 1
+            input_ids[row, :prefix] = torch.tensor(ids[:prefix], dtype=torch.long)
+            input_ids[row, width - len(ids) + prefix :] = torch.tensor(ids[prefix:], dtype=torch.long)
+            attention_mask[row, :prefix] = 1
+            attention_mask[row, width - len(ids) + prefix :] = 1
 
         recorder = LogprobRecorder()
         stopping = StoppingCriteriaList()
@@ -454,7 +467,7 @@ class HFBackend:
                 sequences = self.model.generate(
                     input_ids=input_ids,
                     attention_mask=attention_mask,
-                    past_key_values=self._shared_prompt_cache(prompts, input_ids, attention_mask),
+                    past_key_values=self._shared_prompt_cache(prompts, input_ids, attention_mask, prefix),
                     generation_config=config,
                     logits_processor=LogitsProcessorList([recorder]),
                     stopping_criteria=stopping,
@@ -477,18 +490,25 @@ class HFBackend:
             for row in range(generated.shape[0])
         ]
 
-    def _shared_prompt_cache(self, prompts: list[list[int]], input_ids: Any, attention_mask: Any) -> Any:
-        """The KV cache of every row's prompt but its last token, computed once per distinct prompt.
+    def _shared_prompt_cache(self, prompts: list[list[int]], input_ids: Any, attention_mask: Any,
+                             prefix: int = 0) -> Any:
+        """The KV cache of every row's prompt but its last token, each shared part computed once.
 
-        None when no two prompts of the batch are equal (or a prompt is a single token):
-        `generate` then prefills as usual. Otherwise the distinct rows are prefilled and the
-        cache is gathered back to one row per prompt, so n identical prompts cost one
-        prefill instead of n; `generate` feeds only the last prompt token and records its
-        logits as before. Shapes: input_ids and attention_mask [rows, width].
+        The batch's common prefix (its first `prefix` columns) is prefilled for one row and
+        repeated; the rest is prefilled once per distinct prompt and gathered back to one
+        row per prompt, so n identical prompts cost one prefill instead of n. `generate`
+        then feeds only the last prompt token and records its logits as before. None when
+        nothing is shared (or a prompt is a single token): `generate` prefills as usual.
+        Shapes: input_ids and attention_mask [rows, width], laid out by `_generate_batch`.
         """
         import torch
 
-        if not self.share_prefill or input_ids.shape[1] < 2:
+        width = input_ids.shape[1]
+        self.prefill.prompt_tokens += sum(map(len, prompts))
+        self.prefill.distinct_tokens += prefix_tree_size(prompts)
+        everything = sum(map(len, prompts))
+        if not self.share_prefill or width < 2:
+            self.prefill.pushed_tokens += everything
             return None
         slot: dict[tuple[int, ...], int] = {}  # a distinct prompt -> its row in the shared prefill
         distinct_rows: list[int] = []
@@ -498,16 +518,30 @@ class HFBackend:
                 slot[ids] = len(distinct_rows)
                 distinct_rows.append(row)
             source.append(slot[ids])
-        if len(distinct_rows) == len(prompts):
+        if len(distinct_rows) == len(prompts) and prefix == 0:
+            self.prefill.pushed_tokens += everything
             return None
         distinct = torch.tensor(distinct_rows, device=input_ids.device)
         ids, mask = input_ids[distinct, :-1], attention_mask[distinct, :-1]
-        # The positions `generate` gives a left-padded row: counted from its first real token.
+        # The positions `generate` gives a row: counted from its first real token.
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True).past_key_values
+        cache = None
+        if prefix:
+            cache = self.model(input_ids=ids[:1, :prefix], position_ids=positions[:1, :prefix],
+                               use_cache=True).past_key_values
+            if not hasattr(cache, "batch_repeat_interleave"):  # a model with its own cache type
+                self.prefill.pushed_tokens += everything
+                return None
+            cache.batch_repeat_interleave(len(distinct_rows))
+        if width - 1 > prefix:
+            cache = self.model(input_ids=ids[:, prefix:], attention_mask=mask, position_ids=positions[:, prefix:],
+                               past_key_values=cache, use_cache=True).past_key_values
         if not hasattr(cache, "reorder_cache"):  # a model with its own cache type: prefill every row as before
+            self.prefill.pushed_tokens += everything
             return None
         cache.reorder_cache(torch.tensor(source, device=input_ids.device))
+        # The prefix once, each distinct prompt's rest once, and every row's last token.
+        self.prefill.pushed_tokens += prefix + sum(len(prompts[r]) - 1 - prefix for r in distinct_rows) + len(prompts)
         return cache
 
     def _completion(
@@ -566,6 +600,16 @@ class HFBackend:
             else:
                 high = middle
         return high
+
+
+@dataclass
+class PrefillCounts:
+    """Prompt tokens of an `HFBackend` since it was loaded: asked for (every row's prompt),
+    pushed through the model, and distinct (the prompts' prefix tree, per micro-batch)."""
+
+    prompt_tokens: int = 0
+    pushed_tokens: int = 0
+    distinct_tokens: int = 0
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,10 @@ class TrainingBasics:
     eval_temperature: float = option(0.0, "sampling temperature of evaluations (0 is greedy)")
     weight_decay: float = option(0.0, "AdamW weight decay")
     max_grad_norm: float = option(1.0, "gradient clipping norm")
+    shared_tokens: bool = option(True, "encode the prefix a micro-batch's sequences share (system prompt, instruction, "
+                                       "a group's identical prompts) once, with the same log-probs and gradients; "
+                                       "false pushes every sequence whole (docs/training.md); TRL's DPO computes its "
+                                       "own forward and ignores it")
     lora_rank: int = option(16, "LoRA rank (must match a checkpoint the run starts from)")
     lora_alpha: int = option(32, "LoRA alpha (must match a checkpoint the run starts from)")
     full_finetune: bool = option(False, "train all weights instead of a LoRA adapter")
@@ -269,6 +273,7 @@ class PolicyGradientBasics(TrainingBasics):
             clip_low=self.clip_low, clip_high=self.clip_high, kl_coef=self.kl_coef,
             aggregation=self.aggregation, epochs=self.epochs,
             micro_batch_size=self.micro_batch_size, max_grad_norm=self.max_grad_norm,
+            shared_tokens=self.shared_tokens,
         )
 
     def schedule(self) -> Schedule:

@@ -57,7 +57,13 @@ from hindsight.diagnostics.live import live_tide_metrics
 from hindsight.logs import RunDir, read_trajectories
 from hindsight.methods.basics import CriticView, EvalSettings, PolicyGradientBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun, evaluate_trainable
-from hindsight.methods.metrics import eval_metrics, update_metrics
+from hindsight.methods.metrics import (
+    eval_metrics,
+    prefill_counts,
+    prefill_metrics,
+    redundancy_metrics,
+    update_metrics,
+)
 from hindsight.methods.model_setup import load_latest, load_trainable, make_optimizer
 from hindsight.methods.registry import training_method
 from hindsight.roles import parse_role, resolve
@@ -311,6 +317,7 @@ def train_echo(config: ECHOConfig, out: str | Path, *, resume: bool = False) -> 
               evaluate=echo_evaluator(config, critic, model, run.dir))
 
     for step in run.steps(config.updates, "echo", with_first_eval={"rollout/env_steps": 0}):
+        prefill_before = prefill_counts(model.sampler)
         cursor = (step - 1) * config.tasks_per_update
         seeds = workers.shard(train_seeds[cursor : cursor + config.tasks_per_update])
         groups = [f"{step}:{seed}" for seed in seeds]
@@ -396,6 +403,8 @@ def train_echo(config: ECHOConfig, out: str | Path, *, resume: bool = False) -> 
             row.update(update_metrics("policy", policy_stats, schedulers["policy"].get_last_lr()[0]))
         if critic_stats is not None:
             row.update(update_metrics("critic", critic_stats, schedulers["critic"].get_last_lr()[0]))
+        row.update(redundancy_metrics(policy_stats, critic_stats))
+        row.update(prefill_metrics(model.sampler, prefill_before))  # attempts, critiques and refinements
         run.end_step(step, row, f"policy {policy_rollout_s:.0f}s · critic {critic_rollout_s:.0f}s · "
                                 f"refine {refine_s:.0f}s · update {update_s:.0f}s · "
                                 f"s_o {float(scores.initial.mean()):.2f} → s_r {float(scores.refined.mean()):.2f}")

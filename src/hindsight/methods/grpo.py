@@ -40,17 +40,17 @@ import torch
 
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.evaluate import summarize
-from hindsight.algos.grpo import nonzero_variance_groups, top_spread_groups
+from hindsight.algos.grpo import Aggregation, nonzero_variance_groups, top_spread_groups
 from hindsight.algos.selfguide import TrustSchedule, guidance_only_groups, shaped_return, update_progress
 from hindsight.configs import option
 from hindsight.diagnostics.live import live_tide_metrics
 from hindsight.methods.basics import PolicyGradientBasics
 from hindsight.methods.lifecycle import TrainingRun
-from hindsight.methods.metrics import update_metrics
+from hindsight.methods.metrics import prefill_counts, prefill_metrics, redundancy_metrics, update_metrics
 from hindsight.methods.model_setup import load_latest, load_trainable, make_optimizer
 from hindsight.methods.registry import training_method
 from hindsight.train.distributed import Workers
-from hindsight.train.sequences import assessment_sequences, turn_sequences
+from hindsight.train.sequences import assessment_sequences, policy_sequences
 from hindsight.train.update import policy_gradient_update
 from hindsight.types import SamplingParams, Trajectory
 
@@ -122,6 +122,7 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
         # -- rollout: G samples of each task, all in one pool, returned task by task ---------
         run.phase("rollout")
         t0 = time.perf_counter()
+        prefill_before = prefill_counts(model.sampler)
         cursor = (step - 1) * config.tasks_per_update
         seeds = workers.shard(train_seeds[cursor : cursor + config.tasks_per_update])
         rollout_config = config.rollout_config(
@@ -164,10 +165,15 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
         run.phase("update")
         t1 = time.perf_counter()
         sequences, sequence_adv = [], []
+        # With full history a trajectory trains as one sequence (its context encoded once)
+        # where that is exact: one advantage and one loss unit for all its turns.
+        whole_episode = (config.shared_tokens and advantages.steps is None and rollout_config.pre_action is None
+                         and config.aggregation in (Aggregation.TOKEN_MEAN, Aggregation.TRAJECTORY_MEAN))
         for index, (trajectory, train) in enumerate(zip(trajectories, trained)):
             if not train:
                 continue
-            generated = turn_sequences(trajectory, model.backend.tokenizer, rollout_config.prompt_builder())
+            generated = policy_sequences(trajectory, model.backend.tokenizer, rollout_config.prompt_builder(),
+                                         whole_episode)
             if rollout_config.pre_action is not None:
                 generated += assessment_sequences(trajectory, model.backend.tokenizer, rollout_config.pre_action)
             sequences += generated
@@ -207,6 +213,7 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
             "rollout/env_steps": run.env_steps,
             **({"rollout/refills": refills} if config.dynamic_sampling else {}),
             **live_tide_metrics(trajectories),
+            **prefill_metrics(model.sampler, prefill_before),
             "timing/rollout_s": rollout_s,
             "timing/update_s": update_s,
         }
@@ -218,6 +225,7 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
                 **update_metrics("policy", stats, scheduler.get_last_lr()[0]),
                 "timing/forward_backward_s": stats.forward_backward_s,
                 "throughput/update_tokens_per_s": stats.tokens * config.epochs / max(stats.seconds, 1e-9),
+                **redundancy_metrics(stats),
             })
         run.end_step(step, row, f"rollout {rollout_s:.0f}s · update {update_s:.0f}s · "
                                 f"train success {rollout.success_rate:.2f}")

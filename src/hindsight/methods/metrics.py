@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any, Mapping
 
 from hindsight.agent.evaluate import EvalSummary
 from hindsight.configs import ConfigError
+from hindsight.llm.hf import PrefillCounts
 from hindsight.logs import RunDir
 from hindsight.train.update import UpdateStats
 
@@ -23,6 +24,31 @@ def update_metrics(area: str, stats: UpdateStats, lr: float) -> dict[str, float]
         f"{area}/clip_frac": stats.clip_frac, f"{area}/grad_norm": stats.grad_norm, f"{area}/lr": lr,
         f"{area}/sequences": stats.sequences, f"{area}/tokens": stats.tokens,
     }
+
+
+def redundancy_metrics(*stats: UpdateStats | None) -> dict[str, float]:
+    """`throughput/redundancy` of an update's roles together: tokens pushed through the model
+    ÷ the distinct tokens of their batches (1: every token computed once)."""
+    done = [s for s in stats if s is not None]
+    distinct = sum(s.distinct_tokens for s in done)
+    return {"throughput/redundancy": sum(s.tokens for s in done) / distinct} if distinct else {}
+
+
+def prefill_counts(sampler: Any) -> PrefillCounts | None:
+    """A copy of the sampler's running prompt-token counts (None for a sampler that keeps none,
+    e.g. an inference server)."""
+    counts = getattr(sampler, "prefill", None)
+    return replace(counts) if isinstance(counts, PrefillCounts) else None
+
+
+def prefill_metrics(sampler: Any, before: PrefillCounts | None) -> dict[str, float]:
+    """`throughput/prefill_redundancy` since `before`: prompt tokens pushed through the model
+    ÷ the distinct prompt tokens of the batches sampled (1: every prompt token once)."""
+    after = prefill_counts(sampler)
+    if before is None or after is None or after.distinct_tokens == before.distinct_tokens:
+        return {}
+    return {"throughput/prefill_redundancy": (after.pushed_tokens - before.pushed_tokens)
+            / (after.distinct_tokens - before.distinct_tokens)}
 
 
 def eval_metrics(prefix: str, summary: EvalSummary) -> dict[str, float]:

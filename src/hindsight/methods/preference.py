@@ -66,7 +66,8 @@ class PreferenceBasics(SupervisedBasics):
     def dpo_settings(self) -> DPOSettings:
         return DPOSettings(beta=self.beta, lr=self.lr, epochs=self.epochs, batch_size=self.batch_size,
                            micro_batch_size=self.micro_batch_size, warmup_steps=self.warmup_steps,
-                           weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm, seed=self.seed)
+                           weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm, seed=self.seed,
+                           shared_tokens=self.shared_tokens)
 
     def load_policy(self, roles: Sequence[RoleSpec]) -> TrainableModel:
         """The policy adapter (from `init_from`) and an adapter per `adapter:SOURCE` role, on one base.

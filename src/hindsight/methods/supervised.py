@@ -60,7 +60,7 @@ def fit_supervised(
             micro = batch[m : m + config.micro_batch_size]
             # Weight each micro-batch by its share of target tokens: the step then minimises
             # the token-mean loss of the whole batch.
-            loss = sft_loss(model, micro) * sum(s.num_loss_tokens for s in micro) / tokens
+            loss = sft_loss(model, micro, shared_tokens=config.shared_tokens) * sum(s.num_loss_tokens for s in micro) / tokens
             loss.backward()
             loss_total += loss.item()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm))

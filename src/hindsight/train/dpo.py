@@ -34,6 +34,7 @@ class DPOSettings:
     max_grad_norm: float = 1.0
     max_length: int = 2048
     seed: int = 0
+    shared_tokens: bool = True  # trajectory DPO: each micro-batch's common prefix once (TRL's DPO ignores it)
 
     def __post_init__(self) -> None:
         if self.beta <= 0:

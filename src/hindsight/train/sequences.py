@@ -7,7 +7,8 @@ padding tokens have mask 0, in both layouts:
   saw it (rebuilt with the run's `PromptBuilder`) followed by its response;
 - whole episode (`episode_sequence`): the full conversation once, every assistant turn
   masked in. Only meaningful with full history, where each turn's prompt is the
-  previous conversation; it is cheaper because shared context is encoded once;
+  previous conversation; it is cheaper because shared context is encoded once
+  (`policy_sequences` picks it where it is exact);
 - one reply (`reply_sequence`): any chat prompt and the single answer generated for it
   (ECHO's critiques, supervised critic targets).
 
@@ -184,3 +185,21 @@ def episode_sequence(trajectory: Trajectory, tokenizer: ChatTokenizer, prompts: 
         input_ids=tuple(ids), loss_mask=tuple(mask), trajectory_id=trajectory.id, turns=tuple(range(trajectory.num_steps))
     )
 
+
+
+def policy_sequences(trajectory: Trajectory, tokenizer: ChatTokenizer, prompts: TurnPrompts,
+                     whole_episode: bool) -> list[TrainingSequence]:
+    """A trajectory's action turns as training sequences: one per turn, or, with
+    `whole_episode`, the whole conversation as one sequence when its prompts only grow.
+
+    The caller asks for the whole episode only where one advantage and one loss unit cover
+    every turn (a per-trajectory advantage, token- or trajectory-mean aggregation); its
+    log-probs and gradients then equal the per-turn form's. Windowed history, or a chat
+    template that renders earlier turns differently, falls back to one sequence per turn.
+    """
+    if whole_episode and prompts.memory.window is None and trajectory.num_steps > 1:
+        try:
+            return [episode_sequence(trajectory, tokenizer, prompts)]
+        except ValueError:
+            pass  # the template is not prefix-stable: the per-turn form is exact
+    return turn_sequences(trajectory, tokenizer, prompts)

@@ -36,38 +36,45 @@ from hindsight.train.sequences import TrainingSequence
 Side = Sequence[TrainingSequence]
 
 
-def _turn_chunks(module: torch.nn.Module, sides: Sequence[Side], pad_id: int,
-                 micro_batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Per micro-batch of turn sequences: (log p of each sequence's response [n], its side's index [n])."""
+def _turn_chunks(module: torch.nn.Module, sides: Sequence[Side], pad_id: int, micro_batch_size: int,
+                 share_prefix: bool = False) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Per micro-batch of turn sequences: (log p of each sequence's response [n], its side's index [n]).
+
+    With `share_prefix`, the turns go in token order, so a pair's two sides (the same
+    prompt up to the step they differ at) share a micro-batch and its prefix is encoded once.
+    """
     flat = [(k, sequence) for k, side in enumerate(sides) for sequence in side]
+    if share_prefix:
+        flat.sort(key=lambda item: item[1].input_ids)
     device = next(module.parameters()).device
     for start in range(0, len(flat), micro_batch_size):
         chunk = flat[start:start + micro_batch_size]
-        batch = collate([sequence for _, sequence in chunk], pad_id, device)
+        batch = collate([sequence for _, sequence in chunk], pad_id, device, share_prefix=share_prefix)
         yield token_logprobs(module, batch).sum(dim=1), torch.tensor([k for k, _ in chunk], device=device)
 
 
-def side_logprobs(module: torch.nn.Module, sides: Sequence[Side], pad_id: int, micro_batch_size: int) -> torch.Tensor:
+def side_logprobs(module: torch.nn.Module, sides: Sequence[Side], pad_id: int, micro_batch_size: int,
+                  share_prefix: bool = False) -> torch.Tensor:
     """Σ over each side's turns of log p(response tokens): [len(sides)] (with grad if enabled).
 
     With grad enabled, the graph of every turn stays alive until backward: call it under
     `torch.no_grad()` for long sides and train with `backward_through_sides`.
     """
     sums = torch.zeros(len(sides), device=next(module.parameters()).device)
-    for per_sequence, side_index in _turn_chunks(module, sides, pad_id, micro_batch_size):
+    for per_sequence, side_index in _turn_chunks(module, sides, pad_id, micro_batch_size, share_prefix):
         sums = sums.index_add(0, side_index, per_sequence)
     return sums
 
 
 def backward_through_sides(module: torch.nn.Module, sides: Sequence[Side], side_grads: torch.Tensor, pad_id: int,
-                           micro_batch_size: int) -> None:
+                           micro_batch_size: int, share_prefix: bool = False) -> None:
     """Accumulate Σ_k side_grads[k] · ∇θ side_logprob_k into the parameters' `.grad`.
 
     side_grads [len(sides)]: ∂L/∂s_k for a loss L of the side sums s_k. One micro-batch of
     `micro_batch_size` turn sequences holds a graph at a time.
     """
     side_grads = side_grads.detach().to(next(module.parameters()).device)
-    for per_sequence, side_index in _turn_chunks(module, sides, pad_id, micro_batch_size):
+    for per_sequence, side_index in _turn_chunks(module, sides, pad_id, micro_batch_size, share_prefix):
         (per_sequence * side_grads[side_index]).sum().backward()
 
 
@@ -90,10 +97,12 @@ def trajectory_dpo(model: TrainableModel, pairs: Sequence[tuple[Side, Side]], se
         raise ValueError(f"trajectory DPO recomputes each forward for its backward, so dropout must be 0; "
                          f"active in {', '.join(dropout[:3])}")
     micro = settings.micro_batch_size
+    # Checkpointed layers keep no key/value cache to share a prefix through.
+    share = settings.shared_tokens and not model.gradient_checkpointing
     reference = frozen_reference(model)
     with torch.no_grad():
-        ref_chosen = side_logprobs(reference, [c for c, _ in pairs], model.pad_id, micro)
-        ref_rejected = side_logprobs(reference, [r for _, r in pairs], model.pad_id, micro)
+        ref_chosen = side_logprobs(reference, [c for c, _ in pairs], model.pad_id, micro, share)
+        ref_rejected = side_logprobs(reference, [r for _, r in pairs], model.pad_id, micro, share)
     del reference
     parameters = model.parameters()
     optimizer = torch.optim.AdamW(parameters, lr=settings.lr, weight_decay=settings.weight_decay)
@@ -108,12 +117,12 @@ def trajectory_dpo(model: TrainableModel, pairs: Sequence[tuple[Side, Side]], se
             optimizer.zero_grad(set_to_none=True)
             sides = [pairs[i][0] for i in batch] + [pairs[i][1] for i in batch]
             with torch.no_grad():  # pass 1: the sums, no graph
-                sums = side_logprobs(model.model, sides, model.pad_id, micro)
+                sums = side_logprobs(model.model, sides, model.pad_id, micro, share)
             sums.requires_grad_(True)
             chosen, rejected = sums[:len(batch)], sums[len(batch):]
             terms = dpo_loss(chosen, rejected, ref_chosen[batch], ref_rejected[batch], settings.beta)
             (side_grads,) = torch.autograd.grad(terms.loss, sums)
-            backward_through_sides(model.model, sides, side_grads, model.pad_id, micro)  # pass 2
+            backward_through_sides(model.model, sides, side_grads, model.pad_id, micro, share)  # pass 2
             torch.nn.utils.clip_grad_norm_(parameters, settings.max_grad_norm)
             optimizer.step()
             losses.append(float(terms.loss.detach()))

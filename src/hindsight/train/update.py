@@ -15,7 +15,7 @@ import torch
 
 from hindsight.algos.grpo import Aggregation, aggregation_units, clipped_policy_loss, sequence_weights
 from hindsight.train.distributed import Workers
-from hindsight.train.model import TrainableModel, collate
+from hindsight.train.model import TrainableModel, collate, distinct_tokens
 from hindsight.train.sequences import TrainingSequence
 
 
@@ -30,6 +30,7 @@ class UpdateSettings:
     epochs: int = 1
     micro_batch_size: int = 4
     max_grad_norm: float = 1.0
+    shared_tokens: bool = True  # encode each micro-batch's common prefix once (`collate`)
 
 
 @dataclass(frozen=True)
@@ -42,15 +43,19 @@ class UpdateStats:
     clip_frac: float
     grad_norm: float
     sequences: int
-    tokens: int
+    tokens: int  # pushed through the model in one epoch (a shared prefix once, no padding)
+    distinct_tokens: int  # the batch's prefix tree: the floor of `tokens`
     loss_tokens: int
     forward_backward_s: float
     seconds: float
 
 
-def _micro_batches(sequences: Sequence[TrainingSequence], size: int) -> list[list[int]]:
-    # Similar lengths share a micro-batch, which keeps padding (wasted compute) small.
-    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i].input_ids))
+def _micro_batches(sequences: Sequence[TrainingSequence], size: int, by_prefix: bool = False) -> list[list[int]]:
+    # Similar lengths share a micro-batch, which keeps padding (wasted compute) small; with
+    # shared prefixes, the token order puts sequences that share the most next to each
+    # other (a group's turns with the same prompt, every turn's system prompt).
+    order = sorted(range(len(sequences)),
+                   key=(lambda i: sequences[i].input_ids) if by_prefix else (lambda i: len(sequences[i].input_ids)))
     return [order[i : i + size] for i in range(0, len(order), size)]
 
 
@@ -102,8 +107,10 @@ def policy_gradient_update(
     kept = [sequences[i] for i in keep]
     kept_adv = [float(advantages[i]) for i in keep]
     kept_weights = weights[keep]
-    groups = _micro_batches(kept, settings.micro_batch_size)
-    batches = [collate([kept[i] for i in group], model.pad_id, device) for group in groups]
+    # Checkpointed layers keep no key/value cache to share a prefix through.
+    share = settings.shared_tokens and not model.gradient_checkpointing
+    groups = _micro_batches(kept, settings.micro_batch_size, by_prefix=share)
+    batches = [collate([kept[i] for i in group], model.pad_id, device, share_prefix=share) for group in groups]
     batch_adv = [torch.tensor([kept_adv[i] for i in group], device=device) for group in groups]
     batch_weights = [kept_weights[group].to(device) for group in groups]
 
@@ -145,20 +152,25 @@ def policy_gradient_update(
     model.model.eval()
     loss_terms = ("loss", "pg_loss", "kl", "clip_frac")
     summed = workers.sum([totals[key] for key in loss_terms] + [
-        len(kept), sum(b.num_tokens for b in batches), sum(float(b.loss_mask.sum()) for b in batches)])
+        len(kept), sum(b.num_tokens for b in batches), sum(float(b.loss_mask.sum()) for b in batches),
+        distinct_tokens(kept)])
     totals.update(zip(loss_terms, summed[:4]))
     return UpdateStats(
         **totals,
         sequences=int(summed[4]),
         tokens=int(summed[5]),
         loss_tokens=int(summed[6]),
+        distinct_tokens=int(summed[7]),
         forward_backward_s=compute_s,
         seconds=time.perf_counter() - started,
     )
 
 
-def sft_loss(model: TrainableModel, sequences: Sequence[TrainingSequence], device: Any = None) -> torch.Tensor:
-    """Mean negative log-likelihood of the masked-in tokens (token-level mean)."""
-    batch = collate(sequences, model.pad_id, device or next(model.model.parameters()).device)
+def sft_loss(model: TrainableModel, sequences: Sequence[TrainingSequence], device: Any = None,
+             shared_tokens: bool = True) -> torch.Tensor:
+    """Mean negative log-likelihood of the masked-in tokens (token-level mean); with
+    `shared_tokens` the sequences' common prefix is encoded once (`collate`)."""
+    batch = collate(sequences, model.pad_id, device or next(model.model.parameters()).device,
+                    share_prefix=shared_tokens and not model.gradient_checkpointing)
     logp = model.logprobs(batch)
     return -(logp * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1)
