@@ -24,8 +24,11 @@ from tables import (Outcomes, arm_table, difference_header, difference_line, env
 ARMS = (("grpo", "GRPO"), ("gigpo", "GiGPO"))
 ABLATIONS = (("abl-trajectory-mean", "trajectory-mean aggregation"), ("abl-g4", "G = 4, 16 tasks"),
              ("abl-g16", "G = 16, 4 tasks"), ("abl-tasks4", "4 tasks an update"), ("abl-tasks16", "16 tasks an update"),
-             ("abl-lr5e-5", "lr 5e-5"), ("abl-lr2e-4", "lr 2e-4"), ("abl-kl", "KL 0.05 to the start"),
-             ("abl-clip-higher", "clip-higher, 2 steps a batch"), ("abl-ragen", "RAGEN's filter, top 25%"))
+             ("abl-lr5e-5", "lr 5e-5"), ("abl-lr2e-4", "lr 2e-4"), ("abl-lr5e-4", "lr 5e-4"), ("abl-lr1e-3", "lr 1e-3"),
+             ("abl-kl", "KL 0.05 to the start"), ("abl-clip-higher", "clip-higher, 2 steps a batch"),
+             ("abl-ragen", "RAGEN's filter, top 25%"), ("abl-gigpo-lr5e-4", "GiGPO, lr 5e-4"))
+#: Ablations that also pair with another ablation: the one they change one thing of.
+ABLATION_BASES = {"abl-gigpo-lr5e-4": "abl-lr5e-4"}
 COMPARISONS = (("grpo", "start"), ("gigpo", "start"), ("gigpo", "grpo"))
 TITLES = {"start": "start (SFT)", **dict(ARMS), **dict(ABLATIONS)}
 
@@ -83,9 +86,14 @@ def main() -> None:
         # Each ablation is one run at seed 0: it pairs with the recipe's seed-0 run on the same tasks.
         lines += ["", "Ablations (seed 0), each against the recipe's seed-0 run:", ""] + ablations
         lines += [""] + difference_header()
+        titles = dict(ABLATIONS)
         for name, title in ABLATIONS:
             if ablated[name]:
+                lines.append(difference_line(f"{title} − start (SFT)", ablated[name], outcomes["start"]))
                 lines.append(difference_line(f"{title} − GRPO", ablated[name], outcomes["grpo"]))
+                base = ABLATION_BASES.get(name)
+                if base and ablated[base]:
+                    lines.append(difference_line(f"{title} − {titles[base]}", ablated[name], ablated[base]))
     print("\n".join(lines))
 
 

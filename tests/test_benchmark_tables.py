@@ -325,5 +325,11 @@ def test_the_learning_table_pairs_each_run_with_the_start_pooled_and_alone(tmp_p
     assert "Ablations" not in text  # none has finished
     write_run(tmp_path / "abl-lr2e-4-s0", "eval-test-final", [1, 1, 1, 1, 1, 0])
     text = table("learning_table", tmp_path)
-    # Seed 0 of the recipe solved 4 of 6, the ablation 5 of the same 6.
+    # Seed 0 of the recipe solved 4 of 6, the ablation 5 of the same 6 (the start 2 of them).
     assert "| lr 2e-4 − GRPO | +0.167 [" in text and "1 runs × 6 tasks" in text
+    assert "| lr 2e-4 − start (SFT) | +0.500 [" in text
+    # An ablation that changes one thing of another also pairs with it.
+    write_run(tmp_path / "abl-lr5e-4-s0", "eval-test-final", [1, 0, 1, 0, 1, 0])
+    write_run(tmp_path / "abl-gigpo-lr5e-4-s0", "eval-test-final", [1, 1, 1, 0, 1, 0])
+    text = table("learning_table", tmp_path)
+    assert "| GiGPO, lr 5e-4 − lr 5e-4 | +0.167 [" in text
