@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from hindsight.diagnostics.health import HealthConfig, first_alarm
 from tables import (Outcomes, arm_table, difference_header, difference_line, env_steps, evaluation_outcomes,
                     metric, metric_rows)
 
@@ -42,9 +43,12 @@ def first_and_last(name: str):
 
 
 def alarm(run: Path) -> str:
-    """Whether the collapse alarm fired at some update, and at which."""
-    fired = [row["step"] for row in metric_rows(run) if row.get("health/collapsing")]
-    return f"fired at update {fired[0]}" if fired else "silent"
+    """Whether the collapse alarm, as the toolkit has it now, fires at some update of the run's
+    metrics, and at which (a run's logged `health/…` flags are those of the alarm it ran with)."""
+    rows = metric_rows(run)
+    updates = max((int(row["step"]) for row in rows if "rollout/success_rate" in row), default=0)
+    fired = first_alarm(rows, HealthConfig().for_updates(updates)) if updates else None
+    return f"fired at update {fired.update}" if fired else "silent"
 
 
 COLUMNS = (("env steps (train)", env_steps),

@@ -309,14 +309,15 @@ def test_the_kept_outcome_tables_give_the_tables_of_the_live_runs(tmp_path):
 
 def test_the_learning_table_pairs_each_run_with_the_start_pooled_and_alone(tmp_path):
     write_run(tmp_path / "start", "eval", [0, 0, 1, 0, 1, 0])
-    rows = [{"step": 1, "rollout/success_rate": 0.4, "tide/loop_ratio": 0.0, "rollout/env_steps": 100},
-            {"step": 2, "rollout/success_rate": 0.7, "tide/loop_ratio": 0.1, "health/collapsing": 1.0,
-             "rollout/env_steps": 200, "final_test/oracle_agreement": 0.9}]
+    # The loop ratio rises at updates 3-5: the alarm (recomputed from the rows) fires at update 5.
+    rows = [{"step": step, "rollout/success_rate": 0.4, "tide/loop_ratio": loop, "rollout/env_steps": 40 * step}
+            for step, loop in enumerate([0.0, 0.0, 0.2, 0.3, 0.3], start=1)]
+    rows[-1].update({"rollout/success_rate": 0.7, "final_test/oracle_agreement": 0.9})
     write_run(tmp_path / "grpo-s0", "eval-test-final", [1, 1, 1, 0, 1, 0], metrics=rows)
     write_run(tmp_path / "grpo-s1", "eval-test-final", [0, 1, 1, 0, 1, 1])
     text = table("learning_table", tmp_path)
     assert "| start (SFT) | 1 | 0.333 | 0.333 |" in text
-    assert "| GRPO | 2 | 0.667, 0.667 | 0.667 | 200, 0 | 0.40 → 0.70, – | 0.900, – | 0.100, – | fired at update 2, silent |" in text
+    assert "| GRPO | 2 | 0.667, 0.667 | 0.667 | 200, 0 | 0.40 → 0.70, – | 0.900, – | 0.300, – | fired at update 5, silent |" in text
     # Each run gains two of six tasks: +1/3 pooled and run by run.
     assert "| GRPO − start (SFT) | +0.333 [" in text and "2 runs × 6 tasks" in text
     assert re.search(r"\| GRPO − start \(SFT\), s0 \| \+0\.333 \[[^]]+\] \| 1 runs × 6 tasks \| \+0\.333 \|", text)

@@ -142,3 +142,28 @@ def test_a_long_run_takes_a_tenth_of_it_as_baseline():
     assert HealthConfig().for_updates(200).baseline_updates == 20
     with pytest.raises(ValueError):
         HealthConfig(persistence=5, window=4)
+
+
+LEARNING = Path(__file__).resolve().parents[2] / "results" / "learning"
+
+
+# The learning benchmark's lr sweep (docs/results.md, issue 45): both higher lrs froze in the
+# echo trap (entropy to 0.03-0.12, every group tied), while the recipe's lr stayed healthy.
+@pytest.mark.parametrize(("run", "flagged"), [("abl-lr1e-3-s0", 8), ("abl-lr5e-4-s0", 10), ("grpo-s0", None)])
+def test_the_learning_benchmarks_collapsed_runs_are_flagged_and_the_healthy_one_is_not(run, flagged):
+    with gzip.open(LEARNING / run / "metrics.jsonl.gz", "rt", encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines]
+    alarm = first_alarm(rows, HealthConfig().for_updates(40))
+    assert (alarm.update if alarm else None) == flagged
+
+
+def test_the_gate_reads_the_evaluations_where_the_run_evaluates_before_training():
+    # Training success rises only because easier tasks were drawn; the evaluation stays flat.
+    rows = rows_of(entropy=[1.0, 1.0, 0.3, 0.3, 0.3, 0.3], score=[0.2, 0.2, 0.6, 0.6, 0.6, 0.6])
+    assert first_alarm(rows) is None  # the rollouts' score has risen: read as learning
+    evaluated = [{"step": 0, "eval/success_rate": 0.5}] + rows + [{"step": 4, "eval/success_rate": 0.52}]
+    alarm = first_alarm(evaluated)
+    assert alarm.update == 5 and alarm.describe() == "collapsing: action entropy 1.00→0.30 since update 3"
+    # An evaluation that has risen keeps the gate shut from its update on.
+    learned = [{"step": 0, "eval/success_rate": 0.5}] + rows + [{"step": 2, "eval/success_rate": 0.7}]
+    assert first_alarm(learned) is None

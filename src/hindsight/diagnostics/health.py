@@ -24,9 +24,11 @@ run does not log is skipped (supervised runs log none: their report is `known = 
 
 The spread, the zero-variance share and the entropy also fall (or rise) in a run that is
 learning: a policy that solves every task has equal returns in every group and is sure of
-its moves. So these three count an update as moved only while the score
-(`rollout/score_mean`, else `rollout/success_rate`) has not risen `score_rise` above its own
-baseline.
+its moves. So these three count an update as moved only while the score has not risen
+`score_rise` above its own baseline. The score is the greedy evaluation (`eval/success_rate`,
+the latest at or before the update, against the one before any update) where the run
+evaluates at step 0, else the training rollouts' `rollout/score_mean` (or
+`rollout/success_rate`) against the median of its baseline updates.
 
 How the defaults were chosen, and what they rest on. The only kept runs with these metrics
 are the 16 GRPO runs of the Self-Guide comparison (`results/selfguide/*/metrics.jsonl.gz`:
@@ -65,6 +67,7 @@ ACTION_ENTROPY = "tide/action_entropy"
 LOOP_RATIO = "tide/loop_ratio"
 INVALID_RATE = "tide/invalid_rate"
 SCORE_METRICS = ("rollout/score_mean", "rollout/success_rate")
+EVAL_SCORE = "eval/success_rate"
 COLLAPSING = "health/collapsing"
 
 
@@ -182,7 +185,7 @@ def health_history(rows: Sequence[Mapping[str, Any]], config: HealthConfig = Hea
     """
     by_step = _merged(rows)
     steps = sorted(step for step, row in by_step.items() if any(s.metric in row for s in config.signals()))
-    score = _score_series(by_step)
+    score = _score_gate(by_step, config)
     fires = {signal.name: _fires(signal, _series(by_step, signal.metric), score, config)
              for signal in config.signals()}
     latest: dict[str, SignalMove | None] = {}  # each signal's state at its last update so far
@@ -235,28 +238,57 @@ def _series(by_step: Mapping[int, Mapping[str, float]], metric: str) -> list[tup
     return [(step, row[metric]) for step, row in sorted(by_step.items()) if step > 0 and metric in row]
 
 
-def _score_series(by_step: Mapping[int, Mapping[str, float]]) -> list[tuple[int, float]]:
+@dataclass(frozen=True)
+class _ScoreGate:
+    """Whether the run's score has risen by an update: the gated signals stay quiet while it has."""
+
+    baseline: float | None
+    values: tuple[tuple[int, float], ...]  # (step, score), in step order
+    carried: bool  # an evaluation's score holds until the next evaluation; a rollout's only at its update
+
+    def rose(self, step: int, by: float) -> bool:
+        if self.baseline is None:
+            return False
+        if self.carried:
+            known = [value for at, value in self.values if at <= step]
+            return bool(known) and known[-1] - self.baseline >= by
+        value = dict(self.values).get(step)
+        return value is not None and value - self.baseline >= by
+
+
+def _score_gate(by_step: Mapping[int, Mapping[str, float]], config: HealthConfig) -> _ScoreGate:
+    """The score the gate reads: the greedy evaluations, where the run evaluates before its first
+    update (`eval/success_rate` at step 0) and so has a baseline that no update moved; else the
+    training rollouts' score, against the median of its first `baseline_updates` values.
+
+    The evaluations are preferred because they score the same tasks every time. A rollout's
+    success depends on which tasks it drew: with 8 tasks an update, the learning benchmark's
+    lr 1e-3 run had 0.19–0.30 in its baseline updates and 0.62 once its entropy had collapsed,
+    which the rollout gate read as learning (docs/results.md, issue 45).
+    """
+    evaluations = tuple((step, row[EVAL_SCORE]) for step, row in sorted(by_step.items()) if EVAL_SCORE in row)
+    if evaluations and evaluations[0][0] == 0:
+        return _ScoreGate(evaluations[0][1], evaluations, carried=True)
     for metric in SCORE_METRICS:
         series = _series(by_step, metric)
         if series:
-            return series
-    return []
+            k = config.baseline_updates
+            baseline = statistics.median(value for _, value in series[:k]) if len(series) >= k else None
+            return _ScoreGate(baseline, tuple(series), carried=False)
+    return _ScoreGate(None, (), carried=False)
 
 
-def _fires(signal: Signal, series: list[tuple[int, float]], score: list[tuple[int, float]],
+def _fires(signal: Signal, series: list[tuple[int, float]], score: _ScoreGate,
            config: HealthConfig) -> list[tuple[int, SignalMove | None]]:
     """For each update of the signal's series, the move it fired there (None while it did not)."""
     k = config.baseline_updates
     if len(series) <= k:
         return [(step, None) for step, _ in series]
     baseline = statistics.median(value for _, value in series[:k])
-    score_baseline = statistics.median(value for _, value in score[:k]) if len(score) >= k else None
-    score_at = dict(score)
     out: list[tuple[int, SignalMove | None]] = [(step, None) for step, _ in series[:k]]
     moved: list[bool] = []
     for index, (step, value) in enumerate(series[k:]):
-        learning = (signal.gated and score_baseline is not None and step in score_at
-                    and score_at[step] - score_baseline >= config.score_rise)
+        learning = signal.gated and score.rose(step, config.score_rise)
         moved.append(signal.moved(value, baseline) and not learning)
         first = max(0, index + 1 - config.window)
         recent = moved[first:]
