@@ -34,6 +34,7 @@ episode ends or is moved, and every one still open when a run stops early.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -440,8 +441,14 @@ class RolloutEngine:
     def _run_indexed(self, tasks: Iterable[Task]) -> Iterator[tuple[int, Trajectory]]:
         """(task position, trajectory) as episodes finish; the environments left open by an error
         (or by a caller that stops early) are closed on the way out."""
+        # With history, each turn's prompt extends the episode's last one: a backend that can
+        # keeps the conversations it sampled and prefills only the new tokens (the weights do
+        # not change during a run).
+        reuse = getattr(self.policy, "reuse_turns", None)
+        keep = callable(reuse) and self.config.memory.window != 0
         try:
-            yield from self._pooled(tasks)
+            with reuse() if keep else contextlib.nullcontext():
+                yield from self._pooled(tasks)
         finally:
             if self._threads is not None:
                 self._threads.shutdown()

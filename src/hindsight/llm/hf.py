@@ -35,7 +35,9 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+import contextlib
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +60,8 @@ INSTALL_HF_HINT = "pip install 'hindsight[hf]'"
 CACHE_MANIFEST = "hindsight-source.json"
 
 DEFAULT_MAX_BATCH_SIZE = 16
+#: Tokens of stored turns `reuse_turns` keeps by default (SmolLM2-135M: 46 KB of float32 cache a token).
+DEFAULT_TURN_CACHE_TOKENS = 32_768
 
 
 def bundled_gguf_path() -> Path:
@@ -275,6 +279,7 @@ class HFBackend:
         self.share_prefill = share_prefill
         #: Prompt tokens asked for, pushed through the model and distinct, since loading.
         self.prefill = PrefillCounts()
+        self._turns: _TurnCache | None = None  # inside `reuse_turns`
         self.device = str(next(model.parameters()).device)
         self._special = _SpecialTokens.from_model(model, tokenizer)
 
@@ -389,9 +394,12 @@ class HFBackend:
                 results[index] = _error(f"prompt has {len(ids)} tokens; the model's context holds {limit}")
             else:
                 runnable.append(index)
+        # Prompts that continue a stored turn (`reuse_turns`) go in micro-batches of their own.
+        stored = ([self._turns.best(ids, self._adapter_key()) for ids in prompts] if self._turns is not None
+                  else [None] * len(prompts))
         # Identical prompts (best-of-N candidates, a GRPO group's first turn, CSO's k
         # alternatives) sort next to each other, so a micro-batch prefills each one once.
-        runnable.sort(key=lambda i: (len(prompts[i]), prompts[i]))
+        runnable.sort(key=lambda i: (stored[i] is None, len(prompts[i]), prompts[i]))
         batches = [runnable[i : i + self.max_batch_size] for i in range(0, len(runnable), self.max_batch_size)]
 
         devices = [torch.device(self.device).index or 0] if self.device.startswith("cuda") else []
@@ -399,7 +407,10 @@ class HFBackend:
             if params.seed is not None:
                 torch.manual_seed(params.seed)
             for batch in batches:
-                for index, completion in zip(batch, self._generate_batch([prompts[i] for i in batch], params)):
+                reuse = [stored[i] for i in batch]
+                completions = self._generate_batch([prompts[i] for i in batch], params,
+                                                   reuse if all(r is not None for r in reuse) else None)
+                for index, completion in zip(batch, completions):
                     results[index] = completion
         return [result if result is not None else _error("internal: no completion produced") for result in results]
 
@@ -407,7 +418,8 @@ class HFBackend:
         config = getattr(self.model, "config", None)
         return getattr(config, "max_position_embeddings", None)
 
-    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams,
+                        reuse: list[tuple[_StoredTurn, int]] | None = None) -> list[Completion]:
         import torch
         from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
@@ -415,8 +427,11 @@ class HFBackend:
 
         special = self._special
         width = max(len(ids) for ids in prompts)
+        # With `reuse` (every row continues a stored turn, `reuse_turns`) the rows start from their
+        # stored caches; plain left padding then, so every row's new tokens end together.
         # Each row keeps at least its last token for `generate` to feed.
-        prefix = min(common_prefix(prompts), min(map(len, prompts)) - 1) if self.share_prefill else 0
+        prefix = (min(common_prefix(prompts), min(map(len, prompts)) - 1)
+                  if self.share_prefill and reuse is None else 0)
         # Left padding, except that the prompts' common prefix stays in the first columns so
         # its cache can be computed once: [prefix | padding | rest]. The padding is masked
         # out and positions count real tokens only, so each row is encoded as on its own.
@@ -464,14 +479,21 @@ class HFBackend:
         try:
             with torch.no_grad():
                 input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
-                sequences = self.model.generate(
+                cache = (self._reused_cache(prompts, reuse, input_ids, attention_mask) if reuse is not None
+                         else self._shared_prompt_cache(prompts, input_ids, attention_mask, prefix))
+                output = self.model.generate(
                     input_ids=input_ids,
                     attention_mask=attention_mask,
-                    past_key_values=self._shared_prompt_cache(prompts, input_ids, attention_mask, prefix),
+                    past_key_values=cache,
                     generation_config=config,
                     logits_processor=LogitsProcessorList([recorder]),
                     stopping_criteria=stopping,
+                    return_dict_in_generate=True,
                 )
+                sequences = output.sequences
+                if self._turns is not None:
+                    self._turns.store(prompts, sequences, attention_mask, output.past_key_values, special.eos_ids,
+                                      self._adapter_key())
         finally:
             base.generation_config = saved_config
             if was_training:
@@ -490,6 +512,70 @@ class HFBackend:
             for row in range(generated.shape[0])
         ]
 
+    @contextlib.contextmanager
+    def reuse_turns(self, max_tokens: int = DEFAULT_TURN_CACHE_TOKENS) -> Iterator[None]:
+        """Within this block, a prompt that extends a conversation sampled earlier in the block
+        (the next turn of an episode with history) is prefilled from that conversation's stored
+        keys and values: only its new tokens are computed.
+
+        The weights must not change inside the block (a rollout: `RolloutEngine` opens one per
+        run), and entries are kept per active adapter. At most `max_tokens` tokens of cache are
+        held, the least recently used dropped first; the block's end frees them all. Greedy
+        tokens are the same as without it, and log-probs agree within float noise. Off with
+        `share_prefill = False`.
+        """
+        if not self.share_prefill or self._turns is not None:
+            yield
+            return
+        self._turns = _TurnCache(max_tokens)
+        try:
+            yield
+        finally:
+            self._turns = None
+
+    def _count_prompts(self, prompts: list[list[int]]) -> None:
+        self.prefill.prompt_tokens += sum(map(len, prompts))
+        self.prefill.distinct_tokens += prefix_tree_size(prompts)
+
+    def _adapter_key(self) -> str:
+        # Entries of one adapter must never serve another (a critic and a policy on one base).
+        return str(getattr(self.model, "active_adapter", ""))
+
+    def _reused_cache(self, prompts: list[list[int]], reuse: list[tuple[_StoredTurn, int]], input_ids: Any,
+                      attention_mask: Any) -> Any:
+        """The cache of every row's prompt but its last token, from the stored turns.
+
+        Rows are left-padded: row r's tokens sit in columns width − len_r onward. Its first
+        `reused` tokens come from its stored entry; the columns from the first one any row lacks
+        (`start`) are prefilled for the whole batch. Shapes: input_ids, attention_mask [rows, width].
+        """
+        import torch
+        from transformers import DynamicCache
+
+        self._count_prompts(prompts)
+        width = input_ids.shape[1]
+        start = min(width - 1, min(width - len(ids) + reused for ids, (_, reused) in zip(prompts, reuse)))
+        cache = DynamicCache()
+        layers = len(reuse[0][0].keys)
+        for layer in range(layers):
+            shape = reuse[0][0].keys[layer].shape  # [heads, tokens, head_dim]
+            keys = torch.zeros((len(prompts), shape[0], start, shape[2]), dtype=reuse[0][0].keys[layer].dtype,
+                               device=input_ids.device)
+            values = torch.zeros_like(keys)
+            for row, (ids, (entry, _)) in enumerate(zip(prompts, reuse)):
+                first = width - len(ids)
+                if start > first:
+                    keys[row, :, first:start] = entry.keys[layer][:, : start - first]
+                    values[row, :, first:start] = entry.values[layer][:, : start - first]
+            cache.update(keys, values, layer)
+        if width - 1 > start:
+            positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+            cache = self.model(input_ids=input_ids[:, start:-1], attention_mask=attention_mask[:, :-1],
+                               position_ids=positions[:, start:-1], past_key_values=cache,
+                               use_cache=True).past_key_values
+        self.prefill.pushed_tokens += sum(len(ids) - max(0, start - (width - len(ids))) for ids in prompts)
+        return cache
+
     def _shared_prompt_cache(self, prompts: list[list[int]], input_ids: Any, attention_mask: Any,
                              prefix: int = 0) -> Any:
         """The KV cache of every row's prompt but its last token, each shared part computed once.
@@ -504,8 +590,7 @@ class HFBackend:
         import torch
 
         width = input_ids.shape[1]
-        self.prefill.prompt_tokens += sum(map(len, prompts))
-        self.prefill.distinct_tokens += prefix_tree_size(prompts)
+        self._count_prompts(prompts)
         everything = sum(map(len, prompts))
         if not self.share_prefill or width < 2:
             self.prefill.pushed_tokens += everything
@@ -600,6 +685,83 @@ class HFBackend:
             else:
                 high = middle
         return high
+
+
+#: The fewest tokens of a stored turn worth starting a prompt from (fewer: prefill it whole).
+MIN_REUSED_TOKENS = 32
+
+
+@dataclass
+class _StoredTurn:
+    """One sampled conversation's tokens (prompt and reply) and their keys and values per layer,
+    each [heads, tokens, head_dim]."""
+
+    ids: Any  # numpy int64 [tokens]
+    adapter: str
+    keys: list[Any]
+    values: list[Any]
+
+
+class _TurnCache:
+    """The conversations `HFBackend.reuse_turns` keeps, least recently used first out."""
+
+    def __init__(self, max_tokens: int) -> None:
+        if max_tokens < 1:
+            raise ModelError("reuse_turns needs max_tokens >= 1")
+        self.max_tokens = max_tokens
+        self._entries: OrderedDict[tuple[str, tuple[int, ...]], _StoredTurn] = OrderedDict()
+        self._tokens = 0
+
+    def best(self, prompt: Sequence[int], adapter: str) -> tuple[_StoredTurn, int] | None:
+        """The stored turn sharing the longest prefix with `prompt` (at most all but its last
+        token), and that length; None below `MIN_REUSED_TOKENS`."""
+        import numpy as np
+
+        ids = np.asarray(prompt, dtype=np.int64)
+        found, length = None, 0
+        for key, entry in self._entries.items():
+            if entry.adapter != adapter:
+                continue
+            n = min(len(ids) - 1, len(entry.ids))
+            differ = np.flatnonzero(ids[:n] != entry.ids[:n])
+            shared = int(differ[0]) if differ.size else n
+            if shared > length:
+                found, length = key, shared
+        if found is None or length < MIN_REUSED_TOKENS:
+            return None
+        self._entries.move_to_end(found)
+        return self._entries[found], length
+
+    def store(self, prompts: list[list[int]], sequences: Any, attention_mask: Any, cache: Any,
+              eos_ids: frozenset[int], adapter: str) -> None:
+        """Keep every row's prompt and reply (up to its end-of-turn token) with their cache rows."""
+        import numpy as np
+
+        layers = getattr(cache, "layers", None)
+        if not layers or not all(hasattr(layer, "keys") and layer.keys is not None for layer in layers):
+            return  # a model with its own cache type: nothing to keep
+        width = attention_mask.shape[1]
+        cached = layers[0].keys.shape[2]  # the last sampled token was never fed back
+        generated = sequences[:, width:].tolist()
+        for row, prompt in enumerate(prompts):
+            reply = generated[row]
+            end = next((k + 1 for k, token in enumerate(reply) if token in eos_ids), len(reply))
+            reply = reply[: min(end, cached - width)]
+            columns = attention_mask[row].nonzero().flatten().tolist() + list(range(width, width + len(reply)))
+            index = sequences.new_tensor(columns)
+            ids = tuple(prompt) + tuple(reply)
+            key = (adapter, ids)
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                continue
+            self._entries[key] = _StoredTurn(
+                np.asarray(ids, dtype=np.int64), adapter,
+                [layer.keys[row].index_select(1, index) for layer in layers],
+                [layer.values[row].index_select(1, index) for layer in layers])
+            self._tokens += len(ids)
+        while self._tokens > self.max_tokens and self._entries:
+            _, dropped = self._entries.popitem(last=False)
+            self._tokens -= len(dropped.ids)
 
 
 @dataclass
