@@ -54,6 +54,8 @@ def test_sft_clones_oracle_turns(tiny_model_dir, tmp_path):
     rows = read_metrics(run)
     losses = [row["sft/loss"] for row in rows if "sft/loss" in row]
     assert len(losses) >= 4 and losses[-1] < losses[0] - 3  # it fits its demonstrations (start: ln(vocab) ≈ 10.8)
+    # Every turn repeats the system prompt; a micro-batch pushes it once, never fewer than the distinct tokens.
+    assert all(row["throughput/redundancy"] >= 1.0 for row in rows if "sft/loss" in row)
     assert [c.step for c in list_checkpoints(run)] == list(range(1, len(losses) + 1))  # keep_checkpoints=0: all
     demos = (run / "trajectories" / "demos.jsonl").read_text().splitlines()[1:]
     assert all(json.loads(line)["success"] for line in demos)
@@ -156,6 +158,19 @@ def test_grpo_loop_logs_checkpoints_and_evaluates(tiny_model_dir, tmp_path):
         assert rows[update]["tide/loop_ratio"] == pytest.approx(live_tide(rollouts).loop_ratio)
         assert rows[update]["tide/invalid_rate"] == pytest.approx(live_tide(rollouts).invalid_rate)
     assert [c.step for c in list_checkpoints(run)] == [1, 2]
+
+
+def test_shared_tokens_false_pushes_every_token_in_training_and_sampling(tiny_model_dir, tmp_path):
+    redundancy = {}
+    for shared in (True, False):
+        run = train_grpo(grpo_config(tiny_model_dir, updates=1, eval_every=0, final_eval_split="", epochs=1,
+                                     kl_coef=0.0, shared_tokens=shared), tmp_path / f"shared-{shared}")
+        row = next(row for row in read_metrics(run) if "throughput/prefill_redundancy" in row)
+        redundancy[shared] = (row.get("throughput/redundancy"), row["throughput/prefill_redundancy"])
+    # The same rollouts (same seeds, same weights) cost more tokens with the switch off.
+    assert redundancy[False][1] > redundancy[True][1] >= 1.0
+    if redundancy[True][0] is not None:  # an update with something to train on
+        assert redundancy[False][0] > redundancy[True][0] >= 1.0
 
 
 def test_grpo_resume_after_sigkill_matches_an_uninterrupted_run(tiny_model_dir, tmp_path):

@@ -135,6 +135,8 @@ class TrainingRun(Generic[C]):
             self._rows = [row for _, row in (iter_json_lines(metrics) if metrics.exists() else ())
                           if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] <= self.start]
         self._last_step = self.start
+        # One switch for every token computed once: the sampler's shared prefills and stored turns too.
+        model.backend.share_prefill = self.config.shared_tokens
         if self.config.rollout_server:
             self._served = ServedPolicy.open(self.config.rollout_server, model, self.path,
                                              tolerance=self.config.rollout_server_tolerance,

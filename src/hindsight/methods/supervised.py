@@ -11,7 +11,7 @@ import torch
 from hindsight.methods.basics import Schedule, SupervisedBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun
 from hindsight.methods.model_setup import make_optimizer
-from hindsight.train.model import TrainableModel
+from hindsight.train.model import TrainableModel, distinct_tokens, pushed_tokens
 from hindsight.train.sequences import TrainingSequence
 from hindsight.train.update import sft_loss
 
@@ -55,9 +55,13 @@ def fit_supervised(
         batch = [sequences[i] for i in batches[step - 1]]
         tokens = sum(s.num_loss_tokens for s in batch)
         optimizer.zero_grad(set_to_none=True)
-        loss_total = 0.0
+        loss_total, pushed = 0.0, 0
+        share = config.shared_tokens and not model.gradient_checkpointing
+        if share:  # the token order puts the turns that share the most in one micro-batch
+            batch.sort(key=lambda sequence: sequence.input_ids)
         for m in range(0, len(batch), config.micro_batch_size):
             micro = batch[m : m + config.micro_batch_size]
+            pushed += pushed_tokens(micro, share)
             # Weight each micro-batch by its share of target tokens: the step then minimises
             # the token-mean loss of the whole batch.
             loss = sft_loss(model, micro, shared_tokens=config.shared_tokens) * sum(s.num_loss_tokens for s in micro) / tokens
@@ -71,6 +75,7 @@ def fit_supervised(
         run.end_step(step, {
             f"{area}/loss": loss_total, f"{area}/grad_norm": grad_norm, f"{area}/lr": scheduler.get_last_lr()[0],
             f"{area}/epoch": epoch, "timing/step_s": step_s,
+            "throughput/redundancy": pushed / max(1, distinct_tokens(batch)),
         }, f"epoch {epoch + 1}/{config.epochs} · loss {loss_total:.3f} · {step_s:.0f}s/step")
     model.model.eval()
     return len(batches)

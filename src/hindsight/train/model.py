@@ -80,6 +80,13 @@ def shareable_prefix(sequences: Sequence[TrainingSequence]) -> int:
     return max(0, min(limit, common_prefix([s.input_ids for s in sequences])))
 
 
+def pushed_tokens(sequences: Sequence[TrainingSequence], share_prefix: bool) -> int:
+    """Tokens one micro-batch of these sequences pushes through the model (no padding): their
+    common prefix once with `share_prefix`, as `collate` marks it."""
+    whole = sum(len(s.input_ids) for s in sequences)
+    return whole - (len(sequences) - 1) * shareable_prefix(sequences) if share_prefix else whole
+
+
 def distinct_tokens(sequences: Sequence[TrainingSequence]) -> int:
     """The positions of the sequences' prefix tree (`prefix_tree_size`): the floor of the
     tokens any encoding pushes through the model."""
