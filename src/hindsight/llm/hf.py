@@ -27,6 +27,7 @@ model cache (see `model_cache_dir`) and later loads read that copy.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -35,7 +36,6 @@ import os
 import shutil
 import tempfile
 import time
-import contextlib
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
