@@ -461,6 +461,7 @@ class HFBackend:
             max_new_tokens=params.max_new_tokens,
             num_beams=1,
             use_cache=True,
+            return_dict_in_generate=True,  # the cache comes back with the tokens (`reuse_turns`)
             bos_token_id=special.bos_id,
             eos_token_id=sorted(special.eos_ids),
             pad_token_id=special.pad_id,
@@ -488,7 +489,6 @@ class HFBackend:
                     generation_config=config,
                     logits_processor=LogitsProcessorList([recorder]),
                     stopping_criteria=stopping,
-                    return_dict_in_generate=True,
                 )
                 sequences = output.sequences
                 if self._turns is not None:
