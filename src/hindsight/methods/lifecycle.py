@@ -136,7 +136,9 @@ class TrainingRun(Generic[C]):
                           if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] <= self.start]
         self._last_step = self.start
         # One switch for every token computed once: the sampler's shared prefills and stored turns too.
-        model.backend.share_prefill = self.config.shared_tokens
+        backend = getattr(model, "backend", None)
+        if hasattr(backend, "share_prefill"):
+            backend.share_prefill = self.config.shared_tokens
         if self.config.rollout_server:
             self._served = ServedPolicy.open(self.config.rollout_server, model, self.path,
                                              tolerance=self.config.rollout_server_tolerance,
