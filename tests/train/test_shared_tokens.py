@@ -77,8 +77,9 @@ def test_shared_prefix_logprobs_and_gradients_equal_the_plain_form(model, rows):
 
 def test_sft_loss_is_the_same_with_and_without_sharing(model):
     with torch.no_grad():
-        shared, plain = sft_loss(model, BATCH), sft_loss(model, BATCH, shared_tokens=False)
+        (shared, shared_pushed), (plain, plain_pushed) = sft_loss(model, BATCH), sft_loss(model, BATCH, shared_tokens=False)
     assert shared.item() == pytest.approx(plain.item(), rel=1e-5)
+    assert shared_pushed == plain_pushed - (len(BATCH) - 1) * len(SYSTEM)
 
 
 def test_trajectory_dpo_side_sums_are_the_same_with_and_without_sharing(model):

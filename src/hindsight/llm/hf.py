@@ -480,8 +480,12 @@ class HFBackend:
         try:
             with torch.no_grad():
                 input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
-                cache = (self._reused_cache(prompts, reuse, input_ids, attention_mask) if reuse is not None
-                         else self._shared_prompt_cache(prompts, input_ids, attention_mask, prefix))
+                cache, pushed = (self._reused_cache(prompts, reuse, input_ids, attention_mask) if reuse is not None
+                                 else self._shared_prompt_cache(prompts, input_ids, attention_mask, prefix))
+                # Without a cache, `generate` prefills every prompt token itself.
+                self.prefill.prompt_tokens += sum(map(len, prompts))
+                self.prefill.pushed_tokens += sum(map(len, prompts)) if cache is None else pushed
+                self.prefill.distinct_tokens += prefix_tree_size(prompts)
                 output = self.model.generate(
                     input_ids=input_ids,
                     attention_mask=attention_mask,
@@ -533,17 +537,14 @@ class HFBackend:
         finally:
             self._turns = None
 
-    def _count_prompts(self, prompts: list[list[int]]) -> None:
-        self.prefill.prompt_tokens += sum(map(len, prompts))
-        self.prefill.distinct_tokens += prefix_tree_size(prompts)
-
     def _adapter_key(self) -> str:
         # Entries of one adapter must never serve another (a critic and a policy on one base).
         return str(getattr(self.model, "active_adapter", ""))
 
     def _reused_cache(self, prompts: list[list[int]], reuse: list[tuple[_StoredTurn, int]], input_ids: Any,
-                      attention_mask: Any) -> Any:
-        """The cache of every row's prompt but its last token, from the stored turns.
+                      attention_mask: Any) -> tuple[Any, int]:
+        """The cache of every row's prompt but its last token, from the stored turns, and the
+        prompt tokens pushed through the model for it (the last tokens `generate` feeds included).
 
         Rows are left-padded: row r's tokens sit in columns width − len_r onward. Its first
         `reused` tokens come from its stored entry; the columns from the first one any row lacks
@@ -552,7 +553,6 @@ class HFBackend:
         import torch
         from transformers import DynamicCache
 
-        self._count_prompts(prompts)
         width = input_ids.shape[1]
         start = min(width - 1, min(width - len(ids) + reused for ids, (_, reused) in zip(prompts, reuse)))
         cache = DynamicCache()
@@ -573,28 +573,25 @@ class HFBackend:
             cache = self.model(input_ids=input_ids[:, start:-1], attention_mask=attention_mask[:, :-1],
                                position_ids=positions[:, start:-1], past_key_values=cache,
                                use_cache=True).past_key_values
-        self.prefill.pushed_tokens += sum(len(ids) - max(0, start - (width - len(ids))) for ids in prompts)
-        return cache
+        return cache, sum(len(ids) - max(0, start - (width - len(ids))) for ids in prompts)
 
     def _shared_prompt_cache(self, prompts: list[list[int]], input_ids: Any, attention_mask: Any,
-                             prefix: int = 0) -> Any:
+                             prefix: int = 0) -> tuple[Any, int]:
         """The KV cache of every row's prompt but its last token, each shared part computed once.
 
         The batch's common prefix (its first `prefix` columns) is prefilled for one row and
         repeated; the rest is prefilled once per distinct prompt and gathered back to one
         row per prompt, so n identical prompts cost one prefill instead of n. `generate`
-        then feeds only the last prompt token and records its logits as before. None when
-        nothing is shared (or a prompt is a single token): `generate` prefills as usual.
+        then feeds only the last prompt token and records its logits as before. Returns the
+        cache and the prompt tokens it pushed through the model; (None, 0) when nothing is
+        shared (or a prompt is a single token): `generate` prefills as usual.
         Shapes: input_ids and attention_mask [rows, width], laid out by `_generate_batch`.
         """
         import torch
 
         width = input_ids.shape[1]
-        self._count_prompts(prompts)
-        everything = sum(map(len, prompts))
         if not self.share_prefill or width < 2:
-            self.prefill.pushed_tokens += everything
-            return None
+            return None, 0
         slot: dict[tuple[int, ...], int] = {}  # a distinct prompt -> its row in the shared prefill
         distinct_rows: list[int] = []
         source = []  # row -> the shared prefill row its cache is copied from
@@ -604,8 +601,7 @@ class HFBackend:
                 distinct_rows.append(row)
             source.append(slot[ids])
         if len(distinct_rows) == len(prompts) and prefix == 0:
-            self.prefill.pushed_tokens += everything
-            return None
+            return None, 0
         distinct = torch.tensor(distinct_rows, device=input_ids.device)
         ids, mask = input_ids[distinct, :-1], attention_mask[distinct, :-1]
         # The positions `generate` gives a row: counted from its first real token.
@@ -615,19 +611,16 @@ class HFBackend:
             cache = self.model(input_ids=ids[:1, :prefix], position_ids=positions[:1, :prefix],
                                use_cache=True).past_key_values
             if not hasattr(cache, "batch_repeat_interleave"):  # a model with its own cache type
-                self.prefill.pushed_tokens += everything
-                return None
+                return None, 0
             cache.batch_repeat_interleave(len(distinct_rows))
         if width - 1 > prefix:
             cache = self.model(input_ids=ids[:, prefix:], attention_mask=mask, position_ids=positions[:, prefix:],
                                past_key_values=cache, use_cache=True).past_key_values
         if not hasattr(cache, "reorder_cache"):  # a model with its own cache type: prefill every row as before
-            self.prefill.pushed_tokens += everything
-            return None
+            return None, 0
         cache.reorder_cache(torch.tensor(source, device=input_ids.device))
         # The prefix once, each distinct prompt's rest once, and every row's last token.
-        self.prefill.pushed_tokens += prefix + sum(len(prompts[r]) - 1 - prefix for r in distinct_rows) + len(prompts)
-        return cache
+        return cache, prefix + sum(len(prompts[r]) - 1 - prefix for r in distinct_rows) + len(prompts)
 
     def _completion(
         self, token_ids: list[int], logprobs: list[float], params: SamplingParams, entropies: list[float] | None = None

@@ -11,7 +11,7 @@ import torch
 from hindsight.methods.basics import Schedule, SupervisedBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun
 from hindsight.methods.model_setup import make_optimizer
-from hindsight.train.model import TrainableModel, distinct_tokens, pushed_tokens
+from hindsight.train.model import TrainableModel, distinct_tokens
 from hindsight.train.sequences import TrainingSequence
 from hindsight.train.update import sft_loss
 
@@ -56,15 +56,15 @@ def fit_supervised(
         tokens = sum(s.num_loss_tokens for s in batch)
         optimizer.zero_grad(set_to_none=True)
         loss_total, pushed = 0.0, 0
-        share = config.shared_tokens and not model.gradient_checkpointing
-        if share:  # the token order puts the turns that share the most in one micro-batch
-            batch.sort(key=lambda sequence: sequence.input_ids)
+        if model.shares_prefixes(config.shared_tokens):
+            batch.sort(key=lambda sequence: sequence.input_ids)  # the turns that share the most, together
         for m in range(0, len(batch), config.micro_batch_size):
             micro = batch[m : m + config.micro_batch_size]
-            pushed += pushed_tokens(micro, share)
+            mean_nll, micro_tokens = sft_loss(model, micro, shared_tokens=config.shared_tokens)
+            pushed += micro_tokens
             # Weight each micro-batch by its share of target tokens: the step then minimises
             # the token-mean loss of the whole batch.
-            loss = sft_loss(model, micro, shared_tokens=config.shared_tokens) * sum(s.num_loss_tokens for s in micro) / tokens
+            loss = mean_nll * sum(s.num_loss_tokens for s in micro) / tokens
             loss.backward()
             loss_total += loss.item()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm))

@@ -80,13 +80,6 @@ def shareable_prefix(sequences: Sequence[TrainingSequence]) -> int:
     return max(0, min(limit, common_prefix([s.input_ids for s in sequences])))
 
 
-def pushed_tokens(sequences: Sequence[TrainingSequence], share_prefix: bool) -> int:
-    """Tokens one micro-batch of these sequences pushes through the model (no padding): their
-    common prefix once with `share_prefix`, as `collate` marks it."""
-    whole = sum(len(s.input_ids) for s in sequences)
-    return whole - (len(sequences) - 1) * shareable_prefix(sequences) if share_prefix else whole
-
-
 def distinct_tokens(sequences: Sequence[TrainingSequence]) -> int:
     """The positions of the sequences' prefix tree (`prefix_tree_size`): the floor of the
     tokens any encoding pushes through the model."""
@@ -194,7 +187,6 @@ class TrainableModel:
         self._frozen_reference: torch.nn.Module | None = None
         self._references: set[str] = set()  # roles with a frozen reference adapter
         self._lora_config = None
-        #: Checkpointed layers keep no key/value cache, so a shared prefix cannot be encoded once.
         self.gradient_checkpointing = gradient_checkpointing
         if gradient_checkpointing:
             # transformers 5 renamed it (the old name warns); older releases have only the old one.
@@ -220,6 +212,11 @@ class TrainableModel:
     @property
     def model(self) -> torch.nn.Module:
         return self.backend.model
+
+    def shares_prefixes(self, shared_tokens: bool) -> bool:
+        """Whether a run with `shared_tokens` encodes a micro-batch's common prefix once here:
+        checkpointed layers keep no key/value cache to share it through."""
+        return shared_tokens and not self.gradient_checkpointing
 
     @property
     def pad_id(self) -> int:

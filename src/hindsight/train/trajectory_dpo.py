@@ -97,8 +97,7 @@ def trajectory_dpo(model: TrainableModel, pairs: Sequence[tuple[Side, Side]], se
         raise ValueError(f"trajectory DPO recomputes each forward for its backward, so dropout must be 0; "
                          f"active in {', '.join(dropout[:3])}")
     micro = settings.micro_batch_size
-    # Checkpointed layers keep no key/value cache to share a prefix through.
-    share = settings.shared_tokens and not model.gradient_checkpointing
+    share = model.shares_prefixes(settings.shared_tokens)
     reference = frozen_reference(model)
     with torch.no_grad():
         ref_chosen = side_logprobs(reference, [c for c, _ in pairs], model.pad_id, micro, share)

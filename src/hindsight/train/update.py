@@ -107,8 +107,7 @@ def policy_gradient_update(
     kept = [sequences[i] for i in keep]
     kept_adv = [float(advantages[i]) for i in keep]
     kept_weights = weights[keep]
-    # Checkpointed layers keep no key/value cache to share a prefix through.
-    share = settings.shared_tokens and not model.gradient_checkpointing
+    share = model.shares_prefixes(settings.shared_tokens)
     groups = _micro_batches(kept, settings.micro_batch_size, by_prefix=share)
     batches = [collate([kept[i] for i in group], model.pad_id, device, share_prefix=share) for group in groups]
     batch_adv = [torch.tensor([kept_adv[i] for i in group], device=device) for group in groups]
@@ -167,10 +166,11 @@ def policy_gradient_update(
 
 
 def sft_loss(model: TrainableModel, sequences: Sequence[TrainingSequence], device: Any = None,
-             shared_tokens: bool = True) -> torch.Tensor:
-    """Mean negative log-likelihood of the masked-in tokens (token-level mean); with
-    `shared_tokens` the sequences' common prefix is encoded once (`collate`)."""
+             shared_tokens: bool = True) -> tuple[torch.Tensor, int]:
+    """Mean negative log-likelihood of the masked-in tokens (token-level mean), and the tokens
+    pushed through the model for it; with `shared_tokens` the sequences' common prefix is
+    encoded once (`collate`)."""
     batch = collate(sequences, model.pad_id, device or next(model.model.parameters()).device,
-                    share_prefix=shared_tokens and not model.gradient_checkpointing)
+                    share_prefix=model.shares_prefixes(shared_tokens))
     logp = model.logprobs(batch)
-    return -(logp * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1)
+    return -(logp * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1), batch.num_tokens
