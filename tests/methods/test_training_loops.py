@@ -373,3 +373,18 @@ def test_an_unknown_split_is_refused_when_the_config_is_read(config_cls, key):
     with pytest.raises(ValueError, match=rf"{key} must be one of train, validation, test.*not 'val'"):
         config_cls(**{key: "val"})
     assert getattr(config_cls(**{key: "validation"}), key) == "validation"
+
+
+def test_eval_env_kwargs_test_on_other_maps_than_training(tiny_model_dir, tmp_path):
+    run = train_grpo(grpo_config(tiny_model_dir, updates=1, eval_every=0, final_eval_split="test",
+                                 env_kwargs={"size": 3, "max_steps": 2, "p_hole": 0.4},
+                                 eval_env_kwargs={"p_hole": 0.1}), tmp_path / "grpo")
+
+    def env_kwargs(name: str) -> list[dict]:
+        lines = (run / "trajectories" / f"{name}.jsonl").read_text().splitlines()[1:]
+        return [json.loads(line)["env_kwargs"] for line in lines]
+
+    assert {kw["p_hole"] for kw in env_kwargs("train")} == {0.4}
+    tested = env_kwargs("eval-test-final")
+    assert len(tested) == 2 and {kw["p_hole"] for kw in tested} == {0.1}
+    assert {kw["size"] for kw in tested} == {3}  # the rest of env_kwargs still applies

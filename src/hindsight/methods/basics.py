@@ -58,6 +58,9 @@ class TrainingBasics:
 
     env: str = option("frozenlake", "environment id")
     env_kwargs: dict = option({}, "environment options, e.g. {size: 4, max_steps: 8}")
+    eval_env_kwargs: dict = option({}, "environment options that evaluations set over env_kwargs, e.g. {p_hole: 0.2} "
+                                       "to train on harder maps and test on the usual ones (the splits stay disjoint: "
+                                       "a map's split follows from its content)")
     model: str = option("smollm2", "base model spec (smollm2 or hf:PATH)")
     dtype: str = option("auto", "dtype of the frozen base weights: auto (float32 on a CPU, bfloat16 on a GPU that "
                                 "has it), float32 or bfloat16 (about 1.5x faster on a CPU with AVX512-BF16 or "
@@ -145,7 +148,7 @@ class TrainingBasics:
         )
 
     def eval_settings(self) -> EvalSettings:
-        return EvalSettings(self.env, self.env_kwargs, self.rollout_config(
+        return EvalSettings(self.env, {**self.env_kwargs, **self.eval_env_kwargs}, self.rollout_config(
             SamplingParams(temperature=self.eval_temperature, max_new_tokens=self.max_new_tokens), "test"
         ))
 
