@@ -66,6 +66,8 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
                 pass
         raise ConfigError(f"{name}: expected a number, got {value!r}")
     if annotation is str:
+        if value is None:  # `--set final_eval_split=` or an empty YAML value: empty text, as written
+            return ""
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
         raise ConfigError(f"{name}: expected text, got {value!r}")

@@ -241,6 +241,10 @@ def test_config_files_reject_unknown_keys(tmp_path):
     with pytest.raises(ConfigError, match="integer"):
         load_config(GRPOConfig, path)
     assert load_config(GRPOConfig, None, ["updates=3", "lr=1e-4"]).lr == 1e-4
+    # An empty value of a text key is empty text (no final evaluation here), not a type error.
+    assert load_config(GRPOConfig, None, ["final_eval_split="]).final_eval_split == ""
+    with pytest.raises(ConfigError, match="expected an integer"):
+        load_config(GRPOConfig, None, ["updates="])
 
 
 def test_resume_without_a_checkpoint_starts_over_and_drops_what_was_logged(tmp_path):
