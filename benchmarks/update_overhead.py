@@ -20,9 +20,10 @@ pushed ÷ distinct).
 
     OMP_NUM_THREADS=2 python benchmarks/update_overhead.py --repeats 3
     # issue 46's measurements (docs/results.md): FrozenLake 6x6 without history, household with it
-    OMP_NUM_THREADS=2 python benchmarks/update_overhead.py --set 'env_kwargs={size: 6}' --repeats 2
+    OMP_NUM_THREADS=2 python benchmarks/update_overhead.py --set 'env_kwargs={size: 6, max_steps: 8}' \
+        --tasks 2 --group-size 4 --repeats 1 --skip-bare
     OMP_NUM_THREADS=2 python benchmarks/update_overhead.py --set env=household --set memory=full \
-        --set max_new_tokens=24 --tasks 2 --group-size 2 --repeats 1
+        --set 'env_kwargs={max_steps: 20}' --set max_new_tokens=24 --tasks 1 --group-size 2 --repeats 1 --skip-bare
     # the learning benchmark's turns, from its start adapter:
     OMP_NUM_THREADS=2 python benchmarks/update_overhead.py --recipe recipes/grpo-frozenlake.yaml \
         --init-from runs/learning/start-adapter --repeats 3
@@ -70,6 +71,8 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a GRPO config field over the recipe's (or over the defaults without one), e.g. "
                              "--set env=household --set memory=full")
+    parser.add_argument("--skip-bare", action="store_true", help="time only the update, whole and shared (the bare "
+                                                                  "pass costs as much as the whole update)")
     parser.add_argument("--init-from", default="", help="the adapter the rollouts sample from (a run or PEFT folder)")
     args = parser.parse_args()
 
@@ -134,17 +137,19 @@ def main() -> None:
         started = time.perf_counter()
         shared_tokens = policy_gradient_update(model, joined, joined_adv, optimizer, scheduler, shared).tokens
         shared_s.append(time.perf_counter() - started)
-        model.model.train()
-        started = time.perf_counter()
-        bare_forward_backward(model, batches)
-        bare_s.append(time.perf_counter() - started)
-    update, bare, with_sharing = statistics.median(update_s), statistics.median(bare_s), statistics.median(shared_s)
+        if not args.skip_bare:
+            model.model.train()
+            started = time.perf_counter()
+            bare_forward_backward(model, batches)
+            bare_s.append(time.perf_counter() - started)
+    update, with_sharing = statistics.median(update_s), statistics.median(shared_s)
+    bare = statistics.median(bare_s) if bare_s else None
     distinct = distinct_tokens(sequences)
     print(json.dumps({
         "sequences": len(sequences), "shared_sequences": len(joined), "tokens": tokens, "micro_batches": len(batches), "threads": torch.get_num_threads(),
         "update_s": update_s, "bare_s": bare_s,
-        "update_tokens_per_s": tokens / update, "bare_tokens_per_s": tokens / bare,
-        "overhead": update / bare - 1.0,
+        "update_tokens_per_s": tokens / update, "bare_tokens_per_s": tokens / bare if bare else None,
+        "overhead": update / bare - 1.0 if bare else None,
         "distinct_tokens": distinct, "redundancy_whole": tokens / distinct,
         "shared_tokens": shared_tokens, "redundancy_shared": shared_tokens / distinct,
         "shared_update_s": shared_s, "shared_speedup": update / with_sharing,
