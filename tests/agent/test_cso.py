@@ -200,3 +200,69 @@ def test_ipr_values_actions_by_the_success_of_policy_continuations():
     pairs = monte_carlo_pairs(failures, found, branches, CONFIG.prompt_builder())
     assert pairs and all(p["prm"]["chosen"] > p["prm"]["rejected"] for p in pairs)
     assert all(p["source"] == "ipr" and p["chosen_action"] != "up" for p in pairs)
+
+
+def test_a_noisy_prm_replaces_its_share_of_scores_and_keeps_the_clean_ones():
+    from hindsight.agent.prm import NoisyPRM
+
+    failures = failures_of("up")
+    found = sample_alternatives(RolloutEngine(lake, load_model("random:5"), CONFIG), failures, k=4)
+    queries = [StepQuery(failures[a.trajectory], a.at, action) for a in found for action in (a.policy_action, *a.actions)]
+    clean = OraclePRM().score(queries)
+    noisy = NoisyPRM(OraclePRM(), 0.4, seed=3).score(queries)
+    assert [s.clean for s in noisy] == [s.value for s in clean]
+    changed = [n.value != c.value for n, c in zip(noisy, clean)]
+    # A replaced score is a uniform draw: it almost never equals one of the oracle's four levels.
+    assert 0.25 < sum(changed) / len(changed) < 0.55, (sum(changed), len(changed))
+    assert all(0.0 <= s.value <= 1.0 for s in noisy)
+    # The draw belongs to the query, not to its position: reversed order, the same scores.
+    again = NoisyPRM(OraclePRM(), 0.4, seed=3).score(queries[::-1])[::-1]
+    assert [s.value for s in again] == [s.value for s in noisy]
+    assert [s.value for s in NoisyPRM(OraclePRM(), 0.4, seed=4).score(queries)] != [s.value for s in noisy]
+    assert [s.value for s in NoisyPRM(OraclePRM(), 0.0).score(queries)] == [s.value for s in clean]
+    assert all(s.value != c.value for s, c in zip(NoisyPRM(OraclePRM(), 1.0).score(queries), clean))
+    # score_steps keeps the clean scores beside the noisy ones, in the step's order.
+    scored = score_steps(NoisyPRM(OraclePRM(), 0.4, seed=3), failures, found)
+    plain = score_steps(OraclePRM(), failures, found)
+    assert [s.clean_scores for s in scored] == [(p.policy_score, *p.scores) for p in plain]
+    assert all(p.clean_scores == () for p in plain)
+
+
+@pytest.mark.parametrize("value, error", [
+    ("noisy:0.4", "noisy:EPS:PRM"), ("noisy:x:oracle", "noisy:EPS:PRM"), ("noisy:1.5:oracle", "noisy:EPS:PRM"),
+    ("noisy:0.2:noisy:0.2:oracle", "noise over noise"), ("noisy:0.4:template", "prm cannot be"),
+])
+def test_noisy_prm_values_are_checked(value, error):
+    from hindsight.agent.prm import parse_prm
+
+    with pytest.raises(ValueError, match=error):
+        parse_prm(value, ("oracle", "backend"))
+
+
+def test_a_noisy_prm_composes_with_any_prm_value():
+    from hindsight.agent.prm import NoisyPRM, build_prm, parse_prm
+
+    assert parse_prm("noisy:0.4:oracle").noise == 0.4 and parse_prm("noisy:0.4:oracle").role.kind == "oracle"
+    assert parse_prm("oracle").noise == 0.0
+    prm = build_prm("noisy:0.25:random:3", allowed=("oracle", "backend"), seed=7)
+    assert isinstance(prm, NoisyPRM) and prm.noise == 0.25 and prm.seed == 7 and prm.name == "noisy:0.25:judge"
+
+
+def test_pair_accuracy_asks_the_planner_which_move_is_better():
+    from hindsight.agent.cso import planner_prefers_chosen
+
+    failures = failures_of("up")
+    found = sample_alternatives(RolloutEngine(lake, load_model("random:5"), CONFIG), failures, k=4)
+    scored = score_steps(OraclePRM(), failures, found)
+    prompts = CONFIG.prompt_builder()
+    # Pairs on the oracle's word choose a strictly better move every time...
+    from hindsight.agent.cso import step_dpo_pairs
+
+    pairs = step_dpo_pairs(failures, scored, prompts)
+    assert pairs and all(planner_prefers_chosen(failures, pairs))
+    # ...and turned around, never.
+    flipped = [{**p, "chosen_action": p["rejected_action"], "rejected_action": p["chosen_action"]} for p in pairs]
+    assert not any(planner_prefers_chosen(failures, flipped))
+    # Two moves the planner rates alike are not a right pair.
+    same = [{**p, "rejected_action": p["chosen_action"]} for p in pairs]
+    assert not any(planner_prefers_chosen(failures, same))

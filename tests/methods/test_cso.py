@@ -40,11 +40,27 @@ def test_a_round_without_verification_trains_dpo_on_prm_pairs(tiny_model_dir, tm
         assert row["tide/auv"] == 0.0 and 0.0 <= row["tide/loop_ratio"] <= 1.0  # every rollout failed
         assert row["dpo/optimizer_steps"] >= 1 and row["dpo/first_loss"] == pytest.approx(0.6931, abs=1e-3)
         assert all(p["round"] == r and p["branch"] is None and p["chosen"] != p["rejected"] for p in pairs)
+        # The exact oracle's pairs are all right by the planner; its scores carry no noise.
+        assert row["cso/pair_accuracy"] == 1.0 and all(p["planner_prefers_chosen"] for p in pairs)
+        assert "cso/prm_noised" not in row
     # DPO moved the policy adapter between rounds (the reference is the round's starting policy).
     first, second = adapter_weights(run, 1), adapter_weights(run, 2)
     assert any(not torch.equal(first[k], second[k]) for k in first)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["kind"] == "cso" and summary["episodes"] == 2
+
+
+def test_a_noisy_prm_logs_what_it_changed_and_the_pairs_it_got_wrong(tiny_model_dir, tmp_path):
+    run = train_cso(cso_config(tiny_model_dir, method="step-dpo", prm="noisy:0.6:oracle", rounds=1, tasks_per_round=3,
+                               final_eval_split=""), tmp_path / "step-dpo")
+    (row,) = [r for r in read_metrics(run) if "cso/pairs" in r]
+    scored = [json.loads(line) for line in (run / "round-1" / "scored.jsonl").read_text().splitlines()]
+    ratings = [(a, c) for step in scored for a, c in zip([step["policy_score"], *step["scores"]], step["clean_scores"])]
+    assert len(ratings) == sum(1 + len(step["scores"]) for step in scored) > 0  # every rating has its clean score
+    assert row["cso/prm_noised"] == pytest.approx(sum(a != c for a, c in ratings) / len(ratings))
+    assert 0.0 < row["cso/prm_noised"] < 1.0
+    pairs = [json.loads(line) for line in (run / "round-1" / "pairs.jsonl").read_text().splitlines()]
+    assert pairs and row["cso/pair_accuracy"] == pytest.approx(sum(p["planner_prefers_chosen"] for p in pairs) / len(pairs))
 
 
 def test_with_verification_an_unverifiable_policy_gets_no_pairs_and_no_update(tiny_model_dir, tmp_path):
@@ -84,6 +100,7 @@ def test_a_resumed_run_reuses_the_finished_stages_of_its_round(tiny_model_dir, t
     ({"k": 0}, "k must be"),
     ({"method": "ppo"}, "method must be one of"),
     ({"self_guide": True}, "self_guide is a GRPO switch"),
+    ({"prm": "noisy:2:oracle"}, "noisy:EPS:PRM"),
     ({"batch_size": 6, "micro_batch_size": 4}, "multiple of micro_batch_size"),
 ])
 def test_bad_cso_configs_are_refused(values, message):

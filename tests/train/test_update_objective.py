@@ -94,3 +94,31 @@ def test_the_aggregations_give_different_steps(tiny_lora_model_dir):
     trajectory, per_turn = gradients[Aggregation.TRAJECTORY_MEAN], gradients[Aggregation.TURN_MEAN]
     # t0's three turns weigh 3/5 of the per-turn objective and 1/3 of the trajectory one.
     assert (trajectory - per_turn).norm() > 0.1 * trajectory.norm()
+
+
+def test_a_token_cap_splits_micro_batches_and_leaves_the_step_unchanged(tiny_lora_model_dir):
+    from hindsight.train.update import _micro_batches
+
+    # Rows × the longest row stays within the cap; a row longer than the cap goes alone.
+    groups = _micro_batches(PROMPTED, 4, max_tokens=40)
+    assert sorted(i for group in groups for i in group) == list(range(len(PROMPTED)))
+    for group in groups:
+        assert len(group) == 1 or len(group) * max(len(PROMPTED[i].input_ids) for i in group) <= 40
+    assert len(groups) > len(_micro_batches(PROMPTED, 4))
+    assert _micro_batches(PROMPTED, 4, max_tokens=1) == [[i] for group in _micro_batches(PROMPTED, 1) for i in group]
+
+    torch.manual_seed(0)
+    model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), lora_rank=4, lora_alpha=8, full_finetune=False)
+    params = model.parameters()
+    with torch.no_grad():
+        for p in params:
+            p.add_(torch.randn_like(p) * 0.05)
+    expected = torch.autograd.grad(plain_loop_objective(model, Aggregation.TOKEN_MEAN, PROMPTED), params)
+    before = [p.detach().clone() for p in params]
+    settings = UpdateSettings(aggregation=Aggregation.TOKEN_MEAN, micro_batch_size=4, micro_batch_tokens=40,
+                              max_grad_norm=1e9)
+    policy_gradient_update(model, PROMPTED, [ADVANTAGE[s.trajectory_id] for s in PROMPTED],
+                           torch.optim.SGD(params, lr=1.0), None, settings)
+    step = torch.cat([(p.detach() - b).flatten() for p, b in zip(params, before)])
+    gradient = torch.cat([g.flatten() for g in expected])
+    assert (step + gradient).norm() <= 1e-4 * gradient.norm()

@@ -13,6 +13,7 @@ files (`hindsight.methods.cso` runs the stages and keeps their outputs).
     picks = branch_points(scored)                                        # candidates' best alternatives
     branches = verify(policy_engine, failures, picks)                    # policy continues; success verifies
     pairs = make_pairs(failures, scored, branches, prompts)
+    planner_prefers_chosen(failures, pairs)                              # pair accuracy (built-in envs)
 
 Sampling k actions at a replayed state is a one-turn continuation of the pooled engine
 (`Task.max_turns=1` after the recorded prefix), so every alternative of every step of every
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from hindsight.agent.engine import RolloutEngine, Task, branch_task, replay_prefix
-from hindsight.agent.prm import ProcessRewardModel, StepQuery
+from hindsight.agent.prm import OraclePRM, ProcessRewardModel, StepQuery
 from hindsight.agent.prompts import PromptBuilder
 from hindsight.algos.cso import EXPERT_POLICY, GAMMA_HIGH, GAMMA_LOW, choose_pairs, is_candidate, worth_verifying
 from hindsight.types import Trajectory
@@ -54,6 +55,8 @@ class ScoredStep:
 
     `answers` holds what the PRM said of each, the policy's action first (a judge's raw answer,
     the oracle's plan lengths), so an unreadable or odd rating can be read back from the log.
+    `clean_scores`, in the same order, are a noisy PRM's scores before the noise (empty when
+    the PRM is not noisy).
     """
 
     alternatives: StepAlternatives
@@ -62,6 +65,7 @@ class ScoredStep:
     candidate: bool
     prm_failures: int = 0
     answers: tuple[str, ...] = ()
+    clean_scores: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,8 +141,28 @@ def score_steps(prm: ProcessRewardModel, failures: Sequence[Trajectory], alterna
         values = tuple(s.value for s in others)
         failed = sum(s.error is not None for s in [own, *others])
         answers = tuple(score.text for score in [own, *others])
-        scored.append(ScoredStep(alt, own.value, values, is_candidate(own.value, values, low, high), failed, answers))
+        clean = tuple(score.clean for score in [own, *others])
+        scored.append(ScoredStep(alt, own.value, values, is_candidate(own.value, values, low, high), failed, answers,
+                                 () if None in clean else clean))  # type: ignore[arg-type]  # None excluded
     return scored
+
+
+def planner_prefers_chosen(failures: Sequence[Trajectory], pairs: Sequence[dict[str, Any]]) -> list[bool]:
+    """For each pair, whether its chosen move is really better than its rejected one.
+
+    "Better" is the environment's planner's word (`OraclePRM`): the chosen move must score
+    strictly higher, so a pair of two equally good moves counts as wrong. It is the share of
+    right pairs that a noisy PRM erodes and verification should protect (`cso/pair_accuracy`).
+    Needs an environment with a planner; `failures` must hold every pair's trajectory.
+    """
+    by_id = {t.id: t for t in failures}
+    queries = []
+    for pair in pairs:
+        trajectory = by_id[pair["trajectory_id"]]
+        queries += [StepQuery(trajectory, pair["at"], pair["chosen_action"]),
+                    StepQuery(trajectory, pair["at"], pair["rejected_action"])]
+    scores = OraclePRM().score(queries)
+    return [scores[2 * i].value > scores[2 * i + 1].value for i in range(len(pairs))]
 
 
 def branch_points(scored: Sequence[ScoredStep], high: float = GAMMA_HIGH, *, use_prm: bool = True) -> list[BranchPick]:

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from hindsight.agent.agreement import oracle_agreement
 from hindsight.agent.engine import PreActionWriter, RolloutConfig, RolloutEngine, Task
-from hindsight.agent.prm import BestOfN, build_prm
+from hindsight.agent.prm import BestOfN, build_prm, parse_prm
 from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory
 from hindsight.agent.writers import build_pre_action, pre_action_name
 from hindsight.envs.contract import Env
@@ -73,7 +73,8 @@ class EvalConfig:
     #: Step-level best-of-N at inference: sample this many candidate actions per turn (at
     #: `temperature`) and take the one the `prm` role rates highest (1 = off).
     best_of: int = 1
-    #: The PRM of best-of-N: oracle, or a model spec answering a rubric (docs/models.md, Roles).
+    #: The PRM of best-of-N: oracle, or a model spec answering a rubric (docs/models.md, Roles);
+    #: `noisy:EPS:` in front replaces a share EPS of its scores by uniform draws.
     prm: str = "oracle"
     #: Token budget of each note the model writes besides its actions: a self-assessment,
     #: a goal reflection or a Reflexion lesson.
@@ -92,9 +93,7 @@ class EvalConfig:
         if self.best_of > 1 and self.temperature == 0:
             raise ValueError("best_of > 1 needs a temperature above 0 (greedy candidates would all be the same)")
         if self.best_of > 1:
-            from hindsight.roles import parse_role
-
-            parse_role("prm", self.prm, PRM_ROLES)
+            parse_prm(self.prm, PRM_ROLES)
         Memory.parse(self.memory)
 
 
@@ -243,7 +242,7 @@ def best_of_n(config: EvalConfig) -> BestOfN | None:
     """Step-level best-of-N with the configured PRM, or None."""
     if config.best_of == 1:
         return None
-    return BestOfN(config.best_of, build_prm(config.prm, allowed=PRM_ROLES))
+    return BestOfN(config.best_of, build_prm(config.prm, allowed=PRM_ROLES, seed=config.seed))
 
 
 def keep_finished_tasks(path: Path) -> list[Trajectory]:

@@ -8,6 +8,9 @@ expert alternative at the same state. Two PRMs:
   shortens the plan scores 1, one that leaves it as long 0.5; one that lengthens it, changes
   nothing (walking into an edge) or is refused scores 0.25, and one after which the task can
   no longer be solved (a fall into a hole) scores 0.
+* `NoisyPRM` (`noisy:EPS:PRM`) wraps either: with probability EPS a score is replaced by an
+  independent uniform draw, the clean one kept beside it. The draw is seeded by the query
+  (trajectory, step, action), so two methods rating the same steps see the same noise.
 * `JudgePRM`: any model role answers a rubric prompt with a score. The answer is parsed
   tolerantly (`0.8`, `Score: 80%`, `7/10`, `score = .35`), but a stray number inside other
   text is not taken for a score (`parse_score`); when no score can be read the
@@ -26,8 +29,9 @@ from __future__ import annotations
 
 import copy
 import math
+import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Protocol, Sequence
 
 from hindsight.agent.parser import parse_response
@@ -65,6 +69,7 @@ class PRMScore:
     value: float
     error: str | None = None
     text: str = ""
+    clean: float | None = None  # a noisy PRM's score before the noise (None where unknown)
 
 
 class ProcessRewardModel(Protocol):
@@ -199,6 +204,70 @@ class JudgePRM:
         return scores
 
 
+@dataclass
+class NoisyPRM:
+    """`inner`'s scores, each replaced with probability `noise` by an independent uniform draw.
+
+    CSO's premise is a PRM that is often wrong. This makes any PRM wrong at a known rate: the
+    clean score stays in `PRMScore.clean`, so the log can tell which ratings the noise changed.
+    The draw depends only on `seed` and the query (trajectory id, step, action), not on the
+    order or batching of queries: a resumed round and a second method scoring the same steps
+    get the same noise.
+    """
+
+    inner: ProcessRewardModel
+    noise: float
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.noise <= 1.0:
+            raise ValueError(f"a noisy PRM's noise must be in [0, 1], not {self.noise!r}")
+        self.name = f"noisy:{self.noise:g}:{self.inner.name}"
+
+    def draw(self, query: StepQuery) -> float | None:
+        """The uniform score that replaces this query's, or None when it keeps its own."""
+        rng = random.Random(f"{self.seed}|{query.trajectory.id}|{query.at}|{query.action}")
+        replaced = rng.random() < self.noise
+        value = rng.random()
+        return value if replaced else None
+
+    def score(self, queries: Sequence[StepQuery]) -> list[PRMScore]:
+        scores = []
+        for query, score in zip(queries, self.inner.score(queries), strict=True):
+            value = self.draw(query)
+            scores.append(replace(score, clean=score.value) if value is None else
+                          replace(score, value=value, clean=score.value, text=f"{score.text} [noise: {value:.3f}]"))
+        return scores
+
+
+NOISY = "noisy:"
+
+
+@dataclass(frozen=True)
+class PRMSpec:
+    """A parsed `prm` value: the role that rates, and the noise put over its scores (0: none)."""
+
+    role: RoleSpec
+    noise: float = 0.0
+
+
+def parse_prm(value: str, allowed: Sequence[str] = ("oracle", "backend")) -> PRMSpec:
+    """`ROLE` or `noisy:EPS:ROLE` (e.g. `noisy:0.4:oracle`); ValueError says what is wrong."""
+    text = value.strip()
+    if not text.startswith(NOISY):
+        return PRMSpec(parse_role("prm", text, allowed))
+    eps, sep, inner = text[len(NOISY):].partition(":")
+    try:
+        noise = float(eps)
+    except ValueError:
+        noise = math.nan
+    if not sep or not inner.strip() or not 0.0 <= noise <= 1.0:
+        raise ValueError(f"prm: {value!r} is not noisy:EPS:PRM with EPS in [0, 1], e.g. noisy:0.4:oracle")
+    if inner.strip().startswith(NOISY):
+        raise ValueError(f"prm: {value!r} puts noise over noise; write one noisy: with the total rate")
+    return PRMSpec(parse_role("prm", inner, allowed), noise)
+
+
 #: The PRMs, by name. An entry takes the backend of the `prm` role (None for a PRM that needs
 #: no model) and the score an unreadable answer falls back to, and returns the PRM.
 PRMS: Registry[Callable[[ModelBackend | None, float], ProcessRewardModel]] = Registry("PRM")
@@ -222,11 +291,13 @@ def prm_name(role: RoleSpec) -> str:
 
 
 def build_prm(value: str, model: object | None = None, *, fallback: float = 0.5,
-              allowed: Sequence[str] = ("oracle", "backend")) -> ProcessRewardModel:
-    """The PRM a `prm` role value names (`allowed` role kinds only); `model` plays policy and adapter roles."""
-    role = parse_role("prm", value, allowed)
-    backend = None if role.kind == "oracle" else resolve(role, model)
-    return PRMS.get(prm_name(role))(backend, fallback)
+              allowed: Sequence[str] = ("oracle", "backend"), seed: int = 0) -> ProcessRewardModel:
+    """The PRM a `prm` value names (`allowed` role kinds only, `noisy:EPS:` in front for noise drawn
+    from `seed`); `model` plays policy and adapter roles."""
+    spec = parse_prm(value, allowed)
+    backend = None if spec.role.kind == "oracle" else resolve(spec.role, model)
+    prm = PRMS.get(prm_name(spec.role))(backend, fallback)
+    return NoisyPRM(prm, spec.noise, seed) if spec.noise > 0 else prm
 
 
 @dataclass(frozen=True)

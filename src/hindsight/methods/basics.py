@@ -216,6 +216,9 @@ class PolicyGradientBasics(TrainingBasics):
     warmup_steps: int = option(0, "linear warm-up optimizer steps")
     epochs: int = option(1, "optimizer steps on each batch of rollouts (>1 makes the clipping active)")
     micro_batch_size: int = option(8, "sequences per forward/backward")
+    micro_batch_tokens: int = option(8192, "at most this many tokens per forward/backward (rows × the longest row; "
+                                           "a longer sequence goes alone): it bounds the activations' memory when "
+                                           "whole episodes train as one sequence each; 0 = no limit")
     clip_low: float = option(0.2, "lower clip ε (ratio ≥ 1 − ε)")
     clip_high: float = option(0.2, "upper clip ε (ratio ≤ 1 + ε); DAPO's clip-higher uses 0.28")
     kl_coef: float = option(0.0, "β of the k3 KL to the reference (kl_reference); 0 disables it")
@@ -252,6 +255,8 @@ class PolicyGradientBasics(TrainingBasics):
         super().__post_init__()
         if self.reward not in ("score", "success"):
             raise ValueError("reward must be 'score' or 'success'")
+        if self.micro_batch_tokens < 0:
+            raise ValueError("micro_batch_tokens must be >= 0 (0: no limit)")
         check_split("final_eval_split", self.final_eval_split, optional=True)
         LOSS_AGGREGATIONS.get(self.aggregation)
         ADVANTAGE_ESTIMATORS.get(self.advantage_estimator)
@@ -275,8 +280,8 @@ class PolicyGradientBasics(TrainingBasics):
         return UpdateSettings(
             clip_low=self.clip_low, clip_high=self.clip_high, kl_coef=self.kl_coef,
             aggregation=self.aggregation, epochs=self.epochs,
-            micro_batch_size=self.micro_batch_size, max_grad_norm=self.max_grad_norm,
-            shared_tokens=self.shared_tokens,
+            micro_batch_size=self.micro_batch_size, micro_batch_tokens=self.micro_batch_tokens,
+            max_grad_norm=self.max_grad_norm, shared_tokens=self.shared_tokens,
         )
 
     def schedule(self) -> Schedule:

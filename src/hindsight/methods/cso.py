@@ -37,11 +37,12 @@ from typing import Sequence
 
 from hindsight.agent.cso import (
     Branch, BranchPick, ScoredStep, StepAlternatives, branch_points, make_pairs, monte_carlo_pairs, monte_carlo_picks,
-    sample_alternatives, score_steps, step_dpo_pairs, verify,
+    planner_prefers_chosen, sample_alternatives, score_steps, step_dpo_pairs, verify,
 )
+from hindsight.agent.agreement import plans_from_any_state
 from hindsight.agent.engine import Task
 from hindsight.agent.evaluate import summarize
-from hindsight.agent.prm import build_prm
+from hindsight.agent.prm import build_prm, parse_prm
 from hindsight.algos.cso import EXPERT_POLICY, GAMMA_HIGH, GAMMA_LOW, PAIR_SOURCES, POLICY_POLICY, check_thresholds
 from hindsight.configs import option
 from hindsight.diagnostics.live import live_tide_metrics
@@ -69,7 +70,8 @@ class CSOConfig(PreferenceBasics):
                                 "(Monte-Carlo step values: the success rate of policy continuations after each action)")
     mc_rollouts: int = option(4, "ipr: policy continuations per action that estimate its value")
     prm: str = option("oracle", "role that rates actions in [0, 1]: oracle (planner progress), or policy, "
-                                "adapter:SOURCE or a model spec answering a rubric as an LLM judge")
+                                "adapter:SOURCE or a model spec answering a rubric as an LLM judge; noisy:EPS:PRM "
+                                "replaces a share EPS of its scores by uniform draws (seeded by seed)")
     prm_fallback: float = option(0.5, "the score an unreadable judge answer gets (counted in cso/prm_failures)")
     k: int = option(5, "alternatives sampled per step (before duplicates are removed)")
     gamma_low: float = option(GAMMA_LOW, "a candidate's policy action scores below this")
@@ -104,14 +106,14 @@ class CSOConfig(PreferenceBasics):
     def role_specs(self) -> tuple[RoleSpec, RoleSpec]:
         """The expert and PRM roles."""
         return (parse_role("expert", self.expert, ("oracle", "policy", "adapter", "backend")),
-                parse_role("prm", self.prm, PRM_ROLES))
+                parse_prm(self.prm, PRM_ROLES).role)
 
 
 def _scored_from(record: dict) -> ScoredStep:
     alternatives = StepAlternatives(**{**record["alternatives"], "actions": tuple(record["alternatives"]["actions"])})
     # Logs written before the PRM's answers were kept have no "answers".
     return ScoredStep(alternatives, record["policy_score"], tuple(record["scores"]), record["candidate"],
-                      record["prm_failures"], tuple(record.get("answers", ())))
+                      record["prm_failures"], tuple(record.get("answers", ())), tuple(record.get("clean_scores", ())))
 
 
 def _branch_to(branch: Branch) -> dict:
@@ -145,6 +147,13 @@ def funnel(rollouts: Sequence[Trajectory], failures: Sequence[Trajectory], score
     # A round that branched nothing (Step-DPO, no verification) has no rate; a 0 would read as "all failed".
     if branches:
         row["cso/verification_rate"] = len(verified) / len(branches)
+    # Where the planner judged the pairs (`planner_prefers_chosen`): the share it agrees with.
+    judged = [p["planner_prefers_chosen"] for p in pairs if p.get("planner_prefers_chosen") is not None]
+    if judged:
+        row["cso/pair_accuracy"] = sum(judged) / len(judged)
+    noised = [(a, c) for s in scored for a, c in zip((s.policy_score, *s.scores), s.clean_scores)]
+    if noised:
+        row["cso/prm_noised"] = sum(a != c for a, c in noised) / len(noised)
     return row
 
 
@@ -158,9 +167,10 @@ def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Pa
     model = config.load_policy([expert_role, prm_role])
     run.begin(model, {}, {}, config.rounds_schedule())
     expert_backend = resolve(expert_role, model)
-    prm = build_prm(config.prm, model, fallback=config.prm_fallback, allowed=PRM_ROLES)
+    prm = build_prm(config.prm, model, fallback=config.prm_fallback, allowed=PRM_ROLES, seed=config.seed)
 
     prompts = config.rollout_config(SamplingParams(), "train").prompt_builder()
+    judged = plans_from_any_state(config.env, config.env_kwargs)  # pair accuracy needs the planner
 
     for r in run.steps(config.rounds, "cso rounds"):
         started = time.perf_counter()
@@ -194,11 +204,15 @@ def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Pa
 
         def pairs_of_round() -> list[dict]:
             if config.method == "step-dpo":
-                return step_dpo_pairs(failures, scored, prompts)
-            if config.method == "ipr":
-                return monte_carlo_pairs(failures, [step.alternatives for step in scored], branches, prompts)
-            return make_pairs(failures, scored, branches, prompts, source=config.pair_source,
-                              verified_only=config.verification, high=config.gamma_high)
+                pairs = step_dpo_pairs(failures, scored, prompts)
+            elif config.method == "ipr":
+                pairs = monte_carlo_pairs(failures, [step.alternatives for step in scored], branches, prompts)
+            else:
+                pairs = make_pairs(failures, scored, branches, prompts, source=config.pair_source,
+                                   verified_only=config.verification, high=config.gamma_high)
+            # Each pair says whether the planner agrees with it (None: no planner to ask).
+            right = planner_prefers_chosen(failures, pairs) if judged else [None] * len(pairs)
+            return [{**pair, "planner_prefers_chosen": ok} for pair, ok in zip(pairs, right)]
 
         pairs = files.cached("pairs", pairs_of_round, lambda pair: {**pair, "round": r}, dict)
         row = {**funnel(rollouts, failures, scored, picks, branches, pairs), **live_tide_metrics(rollouts)}

@@ -29,6 +29,7 @@ class UpdateSettings:
     aggregation: str = Aggregation.TRAJECTORY_MEAN  # a name in LOSS_AGGREGATIONS
     epochs: int = 1
     micro_batch_size: int = 4
+    micro_batch_tokens: int = 0  # at most rows × longest row per micro-batch (0: no limit)
     max_grad_norm: float = 1.0
     shared_tokens: bool = True  # encode each micro-batch's common prefix once (`collate`)
 
@@ -50,13 +51,29 @@ class UpdateStats:
     seconds: float
 
 
-def _micro_batches(sequences: Sequence[TrainingSequence], size: int, by_prefix: bool = False) -> list[list[int]]:
+def _micro_batches(sequences: Sequence[TrainingSequence], size: int, by_prefix: bool = False,
+                   max_tokens: int = 0) -> list[list[int]]:
+    """Indices of `sequences` per micro-batch: at most `size` rows and, with `max_tokens`, at
+    most that many padded tokens (rows × the longest row); a longer sequence goes alone."""
     # Similar lengths share a micro-batch, which keeps padding (wasted compute) small; with
     # shared prefixes, the token order puts sequences that share the most next to each
     # other (a group's turns with the same prompt, every turn's system prompt).
     order = sorted(range(len(sequences)),
                    key=(lambda i: sequences[i].input_ids) if by_prefix else (lambda i: len(sequences[i].input_ids)))
-    return [order[i : i + size] for i in range(0, len(order), size)]
+    # The token cap matters once whole episodes train as one sequence each (`memory: full`):
+    # eight 5k-token household episodes in one forward would need tens of GB of activations.
+    batches: list[list[int]] = []
+    longest = 0
+    for i in order:
+        length = len(sequences[i].input_ids)
+        if batches and len(batches[-1]) < size and (
+                not max_tokens or max(longest, length) * (len(batches[-1]) + 1) <= max_tokens):
+            batches[-1].append(i)
+            longest = max(longest, length)
+        else:
+            batches.append([i])
+            longest = length
+    return batches
 
 
 def policy_gradient_update(
@@ -108,7 +125,7 @@ def policy_gradient_update(
     kept_adv = [float(advantages[i]) for i in keep]
     kept_weights = weights[keep]
     share = model.shares_prefixes(settings.shared_tokens)
-    groups = _micro_batches(kept, settings.micro_batch_size, by_prefix=share)
+    groups = _micro_batches(kept, settings.micro_batch_size, by_prefix=share, max_tokens=settings.micro_batch_tokens)
     batches = [collate([kept[i] for i in group], model.pad_id, device, share_prefix=share) for group in groups]
     batch_adv = [torch.tensor([kept_adv[i] for i in group], device=device) for group in groups]
     batch_weights = [kept_weights[group].to(device) for group in groups]
