@@ -32,6 +32,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import yaml
+
 from hindsight.agent.cso import (branch_points, make_pairs, planner_prefers_chosen, sample_alternatives, score_steps,
                                  step_dpo_pairs, verify)
 from hindsight.agent.engine import Task
@@ -42,13 +44,17 @@ from hindsight.roles import resolve
 from hindsight.types import SamplingParams
 
 METHODS = ("step-dpo", "cso-noverify", "cso")
-#: The learning benchmark's task and prompt (recipes/grpo-frozenlake.yaml), as CSO settings.
-DEFAULTS = ["env=frozenlake", "env_kwargs={size: 4, max_steps: 8, view: local}", "memory=none", "max_new_tokens=12",
-            "expert=random", "k=5", "tasks_per_round=64", "rounds=1", "temperature=1.0",
-            # A JSON string is YAML too, and keeps the prompt's colon from reading as a mapping.
-            "system_prompt=" + json.dumps("Reach the goal on the frozen lake without stepping into a hole. Reply with one "
-                                          "move: <action>up</action>, <action>down</action>, <action>left</action> or "
-                                          "<action>right</action>.")]
+#: The learning benchmark's recipe: its task and prompt are the CSO settings' defaults.
+RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "grpo-frozenlake.yaml"
+TASK_KEYS = ("env", "env_kwargs", "memory", "max_new_tokens", "system_prompt")
+SETTINGS = ["expert=random", "k=5", "tasks_per_round=64", "rounds=1", "temperature=1.0"]
+
+
+def defaults() -> list[str]:
+    """KEY=VALUE overrides: the recipe's task and prompt, then this measurement's settings."""
+    recipe = yaml.safe_load(RECIPE.read_text(encoding="utf-8"))
+    # JSON is YAML too, and keeps the prompt's colon from reading as a mapping.
+    return [f"{key}={json.dumps(recipe[key])}" for key in TASK_KEYS] + SETTINGS
 
 
 def pairs_by_method(config: CSOConfig, prm_value: str, failures, alternatives, policy_engine, prompts, model):
@@ -65,7 +71,7 @@ def pairs_by_method(config: CSOConfig, prm_value: str, failures, alternatives, p
 
 
 def run_seed(seed: int, noise: list[float], args: argparse.Namespace, done: set[tuple[int, float]], out: Path) -> None:
-    config = load_config(CSOConfig, None, [*DEFAULTS, f"init_from={args.init_from}", f"seed={seed}", *args.set])
+    config = load_config(CSOConfig, None, [*defaults(), f"init_from={args.init_from}", f"seed={seed}", *args.set])
     expert_role, prm_role = config.role_specs()
     model = config.load_policy([expert_role, prm_role])
     prompts = config.rollout_config(SamplingParams(), "train").prompt_builder()

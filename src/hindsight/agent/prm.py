@@ -227,6 +227,8 @@ class NoisyPRM:
     def draw(self, query: StepQuery) -> float | None:
         """The uniform score that replaces this query's, or None when it keeps its own."""
         rng = random.Random(f"{self.seed}|{query.trajectory.id}|{query.at}|{query.action}")
+        # Both draws are taken whatever the noise, so a query's replacement is the same at every
+        # EPS, and the ratings replaced at a lower EPS are a subset of those at a higher one.
         replaced = rng.random() < self.noise
         value = rng.random()
         return value if replaced else None
