@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a training run directory (hindsight train ...)")
     parser.add_argument("out_dir", metavar="OUT_DIR", help="folder to create (must not exist, or be empty)")
-    parser.add_argument("--role", default="policy", help="which adapter: policy (default) or critic (ECHO, critic-sft)")
+    parser.add_argument("--role", default="policy", help="which adapter: policy (default), critic (ECHO, critic-sft) or prm (prm-sft)")
     parser.add_argument("--step", type=int, help="step of the checkpoint to export (default: the latest)")
     parser.add_argument("--dtype", default="float16", choices=("float32", "float16", "bfloat16"),
                         help="dtype of the saved matrices (default float16: half the size; loading casts back)")

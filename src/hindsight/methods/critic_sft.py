@@ -27,15 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from hindsight.agent.critic import CriticPrompt, ModelCritic, parse_critique, template_critique
-from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.configs import option
 from hindsight.logs import read_trajectories
 from hindsight.methods.basics import CriticView, SupervisedBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun
 from hindsight.methods.model_setup import load_latest, load_trainable
-from hindsight.methods.progress import TrainingProgress
 from hindsight.methods.registry import training_method
-from hindsight.methods.supervised import fit_supervised
+from hindsight.methods.supervised import fit_supervised, policy_attempts
 from hindsight.train.checkpoint import list_checkpoints
 from hindsight.train.distributed import single_process
 from hindsight.train.model import TrainableModel
@@ -79,25 +77,6 @@ def balance_solved(attempts: list[Trajectory], solved_share: float) -> list[Traj
     return kept
 
 
-def policy_attempts(
-    config: CriticSFTConfig, model: TrainableModel, split: str, episodes: int, seed: int,
-) -> list[Trajectory]:
-    """`samples_per_task` sampled attempts of the policy role on each of the first `episodes` tasks of a split."""
-    from hindsight.envs import make
-
-    env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
-    seeds = env_factory().split_seeds(split, episodes)
-    sampling = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
-    engine = RolloutEngine(env_factory, model.sampler, config.rollout_config(sampling, split, seed=seed))
-    tasks = [Task(seed=s, sample=j) for s in seeds for j in range(config.samples_per_task)]
-    attempts = []
-    with TrainingProgress(len(tasks), f"{split} attempts") as progress:
-        for attempt in engine.iter_run(tasks):
-            attempts.append(attempt)
-            progress.advance(f"{sum(not a.success for a in attempts)} unsolved")
-    return attempts
-
-
 def critique_evaluator(
     config: CriticSFTConfig, run: TrainingRun, model: TrainableModel, critic_prompt: CriticPrompt,
 ) -> Evaluator:
@@ -105,7 +84,8 @@ def critique_evaluator(
 
     def evaluate(split: str, episodes: int, name: str, prefix: str) -> tuple[dict[str, float], dict[str, Any]]:
         model.activate("policy")
-        held_out = policy_attempts(config, model, split, episodes, config.seed + 1)
+        held_out = policy_attempts(config, model, split, episodes, config.samples_per_task, config.temperature,
+                                   config.seed + 1)
         critic = ModelCritic(model.sampler, critic_prompt, name="adapter")
         with model.role("critic"):
             sampling = SamplingParams(temperature=0.0, max_new_tokens=config.critic_max_new_tokens)
@@ -154,7 +134,8 @@ def train_critic_sft(config: CriticSFTConfig, out: str | Path, *, resume: bool =
         if config.attempts:
             attempts = [t for t in read_trajectories(config.attempts) if t.env == env.id]
         else:
-            attempts = policy_attempts(config, model, "train", config.episodes, config.seed)
+            attempts = policy_attempts(config, model, "train", config.episodes, config.samples_per_task,
+                                       config.temperature, config.seed)
         kept = balance_solved(attempts, config.solved_share)
         if not kept:
             raise ValueError(f"no {env.id} attempts to critique")

@@ -1,4 +1,5 @@
-"""Supervised fitting of one role: the loop shared by the behaviour-cloning methods (sft, critic-sft)."""
+"""Supervised fitting of one role: the loop shared by the behaviour-cloning methods (sft, critic-sft, prm-sft),
+and the policy attempts the warm starts of a critic or a PRM learn from."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ from typing import Mapping, Sequence
 
 import torch
 
+from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.methods.basics import Schedule, SupervisedBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun
 from hindsight.methods.model_setup import make_optimizer
+from hindsight.methods.progress import TrainingProgress
 from hindsight.train.model import TrainableModel, distinct_tokens
 from hindsight.train.sequences import TrainingSequence
 from hindsight.train.update import sft_loss
+from hindsight.types import SamplingParams, Trajectory
 
 
 def batch_order(count: int, batch_size: int, epochs: int, seed: int) -> list[list[int]]:
@@ -79,3 +83,23 @@ def fit_supervised(
         }, f"epoch {epoch + 1}/{config.epochs} · loss {loss_total:.3f} · {step_s:.0f}s/step")
     model.model.eval()
     return len(batches)
+
+
+def policy_attempts(
+    config: SupervisedBasics, model: TrainableModel, split: str, episodes: int, samples: int, temperature: float,
+    seed: int,
+) -> list[Trajectory]:
+    """`samples` sampled attempts of the policy role on each of the first `episodes` tasks of a split."""
+    from hindsight.envs import make
+
+    env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
+    seeds = env_factory().split_seeds(split, episodes)
+    sampling = SamplingParams(temperature=temperature, max_new_tokens=config.max_new_tokens)
+    engine = RolloutEngine(env_factory, model.sampler, config.rollout_config(sampling, split, seed=seed))
+    tasks = [Task(seed=s, sample=j) for s in seeds for j in range(samples)]
+    attempts = []
+    with TrainingProgress(len(tasks), f"{split} attempts") as progress:
+        for attempt in engine.iter_run(tasks):
+            attempts.append(attempt)
+            progress.advance(f"{sum(not a.success for a in attempts)} unsolved")
+    return attempts
