@@ -8,20 +8,23 @@ test evaluation. Per seed, one round of the CSO pipeline runs once up to the PRM
 2. k alternatives at every step of every failure, from the expert (default: uniform random
    moves, so the PRM has good and bad alternatives to choose from).
 
-Then, for every noise level ε (`noisy:ε:oracle`: a share ε of the oracle's scores replaced by
+Then, for every noise level ε (`noisy:ε:PRM`: a share ε of the PRM's scores replaced by
 uniform draws, seeded by the run's seed and the query), the same steps are scored again and
-three methods form their pairs:
+three methods form their pairs. The PRM is the oracle unless `--set prm=...` names another,
+such as a learned one (`adapter:DIR`, from `hindsight train prm-sft`):
 
 - **step-dpo**: the PRM's best alternative against the policy's action, no verification;
 - **cso-noverify**: CSO's candidates, the alternatives above γ_high on the PRM's word alone;
 - **cso**: the same alternatives verified by a policy continuation, the verified ones paired.
 
 A pair is right when the environment's planner rates its chosen move strictly above its
-rejected one (`planner_prefers_chosen`). Rows go to OUT/pair_accuracy.jsonl (one per seed,
-ε and method) and a Markdown table to stdout; a finished (seed, ε) is not run again.
+rejected one (`planner_prefers_chosen`). Rows go to OUT/pair_accuracy.jsonl (one per PRM, seed,
+ε and method) and a Markdown table to stdout; a finished (PRM, seed, ε) is not run again.
 
     HF_HUB_OFFLINE=1 python benchmarks/cso_pair_accuracy.py runs/cso-noise/pair-accuracy \\
         --init-from runs/learning/start-adapter --seeds 0 1 2 --noise 0 0.2 0.4 0.6
+    HF_HUB_OFFLINE=1 python benchmarks/cso_pair_accuracy.py runs/cso-noise/pair-accuracy \\
+        --init-from runs/learning/start-adapter --seeds 0 1 2 --noise 0 --set prm=adapter:runs/prm-adapter
 """
 
 from __future__ import annotations
@@ -70,8 +73,13 @@ def pairs_by_method(config: CSOConfig, prm_value: str, failures, alternatives, p
     }, len(picks)
 
 
-def run_seed(seed: int, noise: list[float], args: argparse.Namespace, done: set[tuple[int, float]], out: Path) -> None:
-    config = load_config(CSOConfig, None, [*defaults(), f"init_from={args.init_from}", f"seed={seed}", *args.set])
+def settings(args: argparse.Namespace, seed: int) -> CSOConfig:
+    return load_config(CSOConfig, None, [*defaults(), f"init_from={args.init_from}", f"seed={seed}", *args.set])
+
+
+def run_seed(seed: int, noise: list[float], args: argparse.Namespace, done: set[tuple[str, int, float]],
+             out: Path) -> None:
+    config = settings(args, seed)
     expert_role, prm_role = config.role_specs()
     model = config.load_policy([expert_role, prm_role])
     prompts = config.rollout_config(SamplingParams(), "train").prompt_builder()
@@ -84,36 +92,40 @@ def run_seed(seed: int, noise: list[float], args: argparse.Namespace, done: set[
     print(f"seed {seed}: {len(rollouts)} rollouts, {len(failures)} failures, "
           f"{sum(len(a.actions) for a in alternatives)} alternatives at {len(alternatives)} steps", file=sys.stderr)
     for eps in noise:
-        if (seed, eps) in done:
+        if (config.prm, seed, eps) in done:
             continue
-        prm_value = f"noisy:{eps:g}:oracle" if eps > 0 else "oracle"
+        prm_value = f"noisy:{eps:g}:{config.prm}" if eps > 0 else config.prm
         pairs, branched = pairs_by_method(config, prm_value, failures, alternatives, policy, prompts, model)
         rows = []
         for method in METHODS:
             right = planner_prefers_chosen(failures, pairs[method])
-            rows.append({"seed": seed, "noise": eps, "method": method, "pairs": len(right), "right": sum(right),
+            rows.append({"prm": config.prm, "seed": seed, "noise": eps, "method": method, "pairs": len(right), "right": sum(right),
                          "accuracy": sum(right) / len(right) if right else None, "failures": len(failures),
                          "branched": branched if method == "cso" else 0})
         with (out / "pair_accuracy.jsonl").open("a", encoding="utf-8") as handle:
-            handle.writelines(json.dumps(row) + "\n" for row in rows)  # a (seed, ε) lands whole or not at all
-        print(f"seed {seed} ε {eps:g}: " + ", ".join(f"{r['method']} {r['right']}/{r['pairs']}" for r in rows),
+            handle.writelines(json.dumps(row) + "\n" for row in rows)  # a (PRM, seed, ε) lands whole or not at all
+        print(f"{config.prm}, seed {seed}, ε {eps:g}: " + ", ".join(f"{r['method']} {r['right']}/{r['pairs']}" for r in rows),
               file=sys.stderr)
 
 
+def prm_of(row: dict) -> str:
+    return row.get("prm", "oracle")  # rows written before PRMs other than the oracle's were measured
+
+
 def table(rows: list[dict]) -> str:
-    """Pair accuracy (pooled over seeds: right pairs ÷ pairs) and pairs per seed, by ε and method."""
-    lines = ["| ε | " + " | ".join(f"{m}: accuracy (pairs/seed)" for m in METHODS) + " |",
-             "|---|" + "---|" * len(METHODS)]
-    for eps in sorted({r["noise"] for r in rows}):
+    """Pair accuracy (pooled over seeds: right pairs ÷ pairs) and pairs per seed, by PRM, ε and method."""
+    lines = ["| PRM | ε | " + " | ".join(f"{m}: accuracy (pairs/seed)" for m in METHODS) + " |",
+             "|---|---|" + "---|" * len(METHODS)]
+    for prm, eps in sorted({(prm_of(r), r["noise"]) for r in rows}, key=lambda key: (key[0] != "oracle", key)):
         cells = []
         for method in METHODS:
-            chosen = [r for r in rows if r["noise"] == eps and r["method"] == method]
+            chosen = [r for r in rows if prm_of(r) == prm and r["noise"] == eps and r["method"] == method]
             pairs = sum(r["pairs"] for r in chosen)
             per_seed = ", ".join(f"{r['accuracy']:.2f}" if r["accuracy"] is not None else "–"
                                  for r in sorted(chosen, key=lambda r: r["seed"]))
             accuracy = f"{sum(r['right'] for r in chosen) / pairs:.3f}" if pairs else "–"
             cells.append(f"{accuracy} [{per_seed}] ({statistics.mean(r['pairs'] for r in chosen):.0f})")
-        lines.append(f"| {eps:g} | " + " | ".join(cells) + " |")
+        lines.append(f"| {prm} | {eps:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -132,15 +144,16 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "pair_accuracy.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    done = {(r["seed"], r["noise"]) for r in rows}
+    done = {(prm_of(r), r["seed"], r["noise"]) for r in rows}
     try:
+        prm = settings(args, 0).prm
         for seed in args.seeds:
-            if all((seed, eps) in done for eps in args.noise):
+            if all((prm, seed, eps) in done for eps in args.noise):
                 continue
             run_seed(seed, args.noise, args, done, args.out)
     except (ConfigError, ValueError) as exc:
         sys.exit(f"cso_pair_accuracy: {exc}")
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
     print(table([r for r in rows if r["seed"] in args.seeds and r["noise"] in args.noise]))
 
 

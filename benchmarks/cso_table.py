@@ -1,6 +1,7 @@
-"""The tables of the CSO comparison (benchmarks/cso_comparison.sh), as Markdown.
+"""The tables of the CSO comparisons (benchmarks/cso_comparison.sh, benchmarks/cso_noise.sh), as Markdown.
 
     python benchmarks/cso_table.py results/cso
+    python benchmarks/cso_table.py results/cso-noise
 
 Reads the start's evaluation (OUT/start) and the final test evaluations of every arm
 (OUT/{arm}-s{seed}), from their kept outcome tables (results/cso) or a driver's live folder
@@ -9,7 +10,10 @@ task) pairs: the mean paired difference of test success and its 95% interval fro
 over seeds and tasks (`hindsight.stats.paired_difference`). The funnel columns are CSO's own
 metrics summed over a run's rounds and averaged over its seeds; the env steps are each run's
 training total (`rollout/env_steps`: rollouts, branches, continuations, expert or sampled
-demonstrations; – for runs that did not log it). Unfinished runs are left out.
+demonstrations; – for runs that did not log it). Unfinished runs are left out. The arms of the
+noisy and learned PRMs (issue 48) are compared with the start and CSO with Step-DPO under the
+same PRM; their pair accuracy is the share of pairs whose chosen move the planner prefers
+(`cso/pair_accuracy`, pooled over rounds and runs).
 
 The best-of section reads the inference-time evaluations of the start (OUT/sampled-t1,
 OUT/bon5-oracle, OUT/bon5-llm-prm): test success, the share of best-of turns whose readable
@@ -38,6 +42,10 @@ ABLATIONS = (("cso-no-prm", "CSO, no PRM (every step branched)"), ("cso-no-verif
              ("cso-random-k5", "random proposer, k = 5"), ("cso-random-k7", "random proposer, k = 7"),
              ("cso-random-ee", "random proposer, expert+expert pairs"),
              ("cso-llm-prm", "CSO, LLM-judge PRM (the bundled model; seed 0)"))
+#: Issue 48's arms, and the (CSO, Step-DPO) pairs compared under the same PRM.
+NOISE_ARMS = (("step-dpo-noisy", "Step-DPO, oracle PRM with 40% noise"), ("cso-noisy", "CSO, oracle PRM with 40% noise"),
+              ("step-dpo-learned", "Step-DPO, learned PRM"), ("cso-learned", "CSO, learned PRM"))
+SAME_PRM = (("cso-noisy", "step-dpo-noisy"), ("cso-learned", "step-dpo-learned"))
 FUNNEL = ("cso/failed_trajectories", "cso/candidates", "cso/verified", "cso/pairs")
 #: ETO logs its own failures and pairs; it has no candidates and verifies nothing.
 ETO_FUNNEL = ("eto/failed_trajectories", None, None, "eto/pairs")
@@ -114,6 +122,36 @@ def env_steps(rows: list[list[dict]]) -> str:
     return ", ".join("–" if total is None else f"{total:.0f}" for total in totals) or "–"
 
 
+def pair_accuracy(rows: list[list[dict]]) -> str:
+    """Right pairs ÷ pairs over every round of every run (`cso/pair_accuracy` weighted by `cso/pairs`)."""
+    rounds = [r for run_rows in rows for r in run_rows if "cso/pair_accuracy" in r and r.get("cso/pairs")]
+    pairs = sum(r["cso/pairs"] for r in rounds)
+    return f"{sum(r['cso/pair_accuracy'] * r['cso/pairs'] for r in rounds) / pairs:.3f}" if pairs else "–"
+
+
+def noise_lines(out: Path, start: dict | None) -> list[str]:
+    """Issue 48's arms: success, pairs and pair accuracy, then each against the start and CSO against
+    Step-DPO under the same PRM; nothing before any of them finished."""
+    found = {name: arm_outcomes(out, name) for name, _ in NOISE_ARMS}
+    if not any(per_seed for _, per_seed, _ in found.values()):
+        return []
+    lines = ["", "| arm | runs done | test success per run | mean | pairs per run | pair accuracy |",
+             "|---|---|---|---|---|---|"]
+    for name, title in NOISE_ARMS:
+        _, per_seed, runs = found[name]
+        rows = [metric_rows(run) for run in runs]
+        pairs = ", ".join(f"{sum(r.get('cso/pairs', 0) for r in run_rows):.0f}" for run_rows in rows) or "–"
+        mean = f"{sum(per_seed) / len(per_seed):.3f}" if per_seed else "–"
+        lines.append(f"| {title} | {len(per_seed)} | {', '.join(f'{x:.3f}' for x in per_seed) or '–'} | {mean} | "
+                     f"{pairs} | {pair_accuracy(rows)} |")
+    titles = dict(NOISE_ARMS)
+    lines += [""] + difference_header()
+    if start is not None:
+        lines += [difference_line(f"{title} − start", found[name][0], start) for name, title in NOISE_ARMS]
+    lines += [difference_line(f"{titles[cso]} − {titles[dpo]}", found[cso][0], found[dpo][0]) for cso, dpo in SAME_PRM]
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
@@ -144,6 +182,7 @@ def main() -> None:
     for name, title in arms[1:]:
         lines.append(difference_line(f"{title} − CSO", outcomes[name], outcomes["cso"]))
     lines += best_of_lines(out, outcomes)
+    lines += noise_lines(out, start)
     print("\n".join(lines))
 
 

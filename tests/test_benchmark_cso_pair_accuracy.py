@@ -26,9 +26,16 @@ def test_pair_accuracy_rows_per_seed_noise_and_method_and_a_resume_adds_none(tin
     assert exact["step-dpo"]["accuracy"] == exact["cso-noverify"]["accuracy"] == 1.0
     assert all(r["right"] <= r["pairs"] for r in rows)
     table = capsys.readouterr().out
-    assert table.startswith("| ε |") and "| 0.6 |" in table
-    cso_pair_accuracy.main()  # finished (seed, ε): nothing runs again
+    assert table.startswith("| PRM | ε |") and "| oracle | 0.6 |" in table
+    cso_pair_accuracy.main()  # finished (PRM, seed, ε): nothing runs again
     assert len((tmp_path / "pair_accuracy.jsonl").read_text().splitlines()) == len(rows)
+
+    # Another PRM (here the policy as an LLM judge) adds its own rows beside the oracle's.
+    monkeypatch.setattr(sys, "argv", [*argv[:6], "--set", "prm=policy", *argv[7:]])
+    cso_pair_accuracy.main()
+    judged = [json.loads(line) for line in (tmp_path / "pair_accuracy.jsonl").read_text().splitlines()][len(rows):]
+    assert {(r["prm"], r["noise"]) for r in judged} == {("policy", 0.0)} and len(judged) == 3
+    assert "| policy | 0 |" in capsys.readouterr().out
 
 
 def test_pair_accuracy_refuses_noise_outside_0_1(tmp_path, monkeypatch):

@@ -334,3 +334,20 @@ def test_the_learning_table_pairs_each_run_with_the_start_pooled_and_alone(tmp_p
     write_run(tmp_path / "abl-gigpo-lr5e-4-s0", "eval-test-final", [1, 1, 1, 0, 1, 0])
     text = table("learning_table", tmp_path)
     assert "| GiGPO, lr 5e-4 − lr 5e-4 | +0.167 [" in text
+
+
+def test_cso_table_compares_cso_with_step_dpo_under_the_same_noisy_or_learned_prm(tmp_path):
+    write_run(tmp_path / "start", "eval", [1, 0, 0, 1])
+    assert "Step-DPO, learned PRM" not in table("cso_table", tmp_path)  # no issue-48 arm finished: no section
+    # Pair accuracy pools the rounds by their pairs: (1.0·2 + 0.5·4) / 6 = 0.667.
+    write_run(tmp_path / "cso-noisy-s0", "eval-test-final", [1, 1, 0, 1],
+              [{"step": 1, "cso/pairs": 2.0, "cso/pair_accuracy": 1.0}, {"step": 2, "cso/pairs": 4.0,
+                                                                         "cso/pair_accuracy": 0.5}])
+    write_run(tmp_path / "step-dpo-noisy-s0", "eval-test-final", [1, 0, 0, 0],
+              [{"step": 1, "cso/pairs": 8.0, "cso/pair_accuracy": 0.75}])
+    text = table("cso_table", tmp_path)
+    assert "| CSO, oracle PRM with 40% noise | 1 | 0.750 | 0.750 | 6 | 0.667 |" in text
+    assert "| Step-DPO, oracle PRM with 40% noise | 1 | 0.250 | 0.250 | 8 | 0.750 |" in text
+    assert "| CSO, learned PRM | 0 | – | – | – | – |" in text
+    assert "| CSO, oracle PRM with 40% noise − Step-DPO, oracle PRM with 40% noise | +0.500 [" in text
+    assert "| CSO, learned PRM − Step-DPO, learned PRM | not yet" in text
