@@ -10,17 +10,24 @@ issue's bar is a pooled lift of at least +0.15 with every run's own 95% interval
 The per-arm columns say whether the policy's moves follow the state (oracle agreement on the
 test tasks), what training cost in environment steps, the training success of the first and
 last updates, the loop ratio of the last update's rollouts and whether the collapse alarm fired.
-Unfinished runs are left out, so the script can run at any point.
+Two more columns read the greedy test moves themselves, replayed on their maps from the kept
+actions: the share of moves that the hole-blind rule ("toward the goal, sideways first")
+predicts, and the share of moves made beside a hole that stepped into it. Unfinished runs are
+left out, so the script can run at any point.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 from hindsight.diagnostics.health import HealthConfig, first_alarm
-from tables import (Outcomes, arm_table, difference_header, difference_line, env_steps, evaluation_outcomes,
-                    metric, metric_rows)
+from hindsight.envs.frozenlake import MOVES, FrozenLake, _read_map
+from hindsight.logs.outcomes import Outcome
+from tables import (EVAL_LOG, FINAL_LOG, Outcomes, arm_table, difference_header, difference_line, env_steps,
+                    evaluation_outcomes, metric, metric_rows, run_outcomes)
 
 ARMS = (("grpo", "GRPO"), ("gigpo", "GiGPO"))
 ABLATIONS = (("abl-trajectory-mean", "trajectory-mean aggregation"), ("abl-g4", "G = 4, 16 tasks"),
@@ -54,11 +61,75 @@ def alarm(run: Path) -> str:
     return f"fired at update {fired.update}" if fired else "silent"
 
 
+#: The benchmark's test lake: training may use other maps (eval_env_kwargs), its tests never do.
+TEST_LAKE = FrozenLake(size=4, max_steps=8, view="local")
+
+
+def rule_move(position: tuple[int, int], goal: tuple[int, int]) -> str:
+    """The hole-blind rule: toward the goal, sideways while the goal is in another column."""
+    if goal[1] != position[1]:
+        return "right" if goal[1] > position[1] else "left"
+    return "down" if goal[0] > position[0] else "up"
+
+
+@dataclass(frozen=True)
+class MoveShares:
+    moves: int
+    rule: int  # moves the hole-blind rule predicts
+    beside_hole: int  # moves made where a neighbouring cell is a hole
+    into_hole: int  # of those, moves into a hole
+
+
+def move_shares(outcomes: list[Outcome]) -> MoveShares | None:
+    """Replay every test episode's moves on its map (the outcome's task seed) and count them; None
+    where an episode's replay does not end as its outcome says (not the benchmark's test lake)."""
+    moves = rule = beside = into = 0
+    for outcome in outcomes:
+        start, goal, holes = _read_map(TEST_LAKE.generate_instance(outcome.task_seed)["map"])
+        position, reached = start, False
+        for action in outcome.actions:
+            d_row, d_col = MOVES.get(action, (0, 0))
+            target = (position[0] + d_row, position[1] + d_col)
+            neighbours = {(position[0] + r, position[1] + c) for r, c in MOVES.values()}
+            moves += 1
+            rule += action == rule_move(position, goal)
+            if neighbours & holes:
+                beside += 1
+                into += target in holes
+            if target in holes:
+                break
+            if 0 <= target[0] < 4 and 0 <= target[1] < 4:
+                position = target
+            reached = position == goal
+        if reached != outcome.success:
+            return None
+    return MoveShares(moves, rule, beside, into)
+
+
+@functools.cache
+def run_shares(run: Path, log: str = FINAL_LOG) -> MoveShares | None:
+    outcomes = run_outcomes(run, log)
+    return None if outcomes is None else move_shares(outcomes)
+
+
+def rule_cell(run: Path, log: str = FINAL_LOG) -> str:
+    shares = run_shares(run, log)
+    return "–" if shares is None else f"{shares.rule / max(1, shares.moves):.2f}"
+
+
+def hole_cell(run: Path, log: str = FINAL_LOG) -> str:
+    shares = run_shares(run, log)
+    if shares is None or not shares.beside_hole:
+        return "–"
+    return f"{shares.into_hole / shares.beside_hole:.3f} (of {shares.beside_hole})"
+
+
 COLUMNS = (("env steps (train)", env_steps),
            ("train success, first → last update", first_and_last("rollout/success_rate")),
            ("test oracle agreement", metric("final_test/oracle_agreement", spec=".3f")),
            ("loop ratio, last update", metric("tide/loop_ratio", spec=".3f")),
-           ("collapse alarm", alarm))
+           ("collapse alarm", alarm),
+           ("hole-blind rule share", rule_cell), ("moves beside a hole that step in", hole_cell))
 
 
 def per_run_lines(title: str, better: Outcomes, base: Outcomes) -> list[str]:
@@ -80,7 +151,9 @@ def main() -> None:
         # The start is one policy: its outcomes stand for every run label (`evaluation_outcomes`).
         tasks = {task for _, task in start}
         rate = sum(v for (label, _), v in start.items() if label == "s0") / len(tasks)
-        lines.insert(2, f"| start (SFT) | 1 | {rate:.3f} | {rate:.3f} | " + " | ".join("–" for _ in COLUMNS) + " |")
+        moves = [rule_cell(out / "start", EVAL_LOG), hole_cell(out / "start", EVAL_LOG)]
+        lines.insert(2, f"| start (SFT) | 1 | {rate:.3f} | {rate:.3f} | " + " | ".join(["–"] * (len(COLUMNS) - 2) + moves)
+                     + " |")
     outcomes["start"] = start or {}
     lines += [""] + difference_header()
     for better, base in COMPARISONS:

@@ -334,6 +334,43 @@ def test_the_learning_table_pairs_each_run_with_the_start_pooled_and_alone(tmp_p
     write_run(tmp_path / "abl-gigpo-lr5e-4-s0", "eval-test-final", [1, 1, 1, 0, 1, 0])
     text = table("learning_table", tmp_path)
     assert "| GiGPO, lr 5e-4 − lr 5e-4 | +0.167 [" in text
+    assert "| start (SFT) | 1 | 0.333 | 0.333 | – | – | – | – | – | – | – |" in text  # placeholder moves: no shares
+
+
+def test_the_learning_table_replays_test_moves_for_the_rule_and_hole_shares(tmp_path):
+    import learning_table
+    from dataclasses import replace
+
+    from hindsight.envs.frozenlake import _read_map
+
+    # Six test tasks played by the hole-blind rule itself, to the goal or into the first hole ahead.
+    seen = []
+    for seed in range(7, 400):
+        start, goal, holes = _read_map(learning_table.TEST_LAKE.generate_instance(seed)["map"])
+        position, actions = start, []
+        while position != goal and position not in holes:
+            action = learning_table.rule_move(position, goal)
+            d_row, d_col = learning_table.MOVES[action]
+            actions.append(action)
+            position = (position[0] + d_row, position[1] + d_col)
+        seen.append((seed, actions, position == goal))
+        if len(seen) == 6:
+            break
+    episodes = []
+    for seed, actions, success in seen:
+        moves = outcome(seed, success, len(actions))
+        episodes.append(replace(moves, steps=tuple(replace(step, action=a) for step, a in zip(moves.steps, actions))))
+    run = RunDir(tmp_path / "start")
+    with run.trajectory_writer("eval", env="frozenlake", split="test") as writer:
+        for episode in episodes:
+            writer.write_trajectory(episode)
+    run.write_summary({"success_rate": 0.5, "episodes": 6, "mean_steps": 0.0, "invalid_rate": 0.0})
+    shares = learning_table.run_shares(tmp_path / "start", "eval")
+    assert shares.moves == sum(len(a) for _, a, _ in seen) and shares.rule == shares.moves  # the rule's every move
+    # Every fall is one move into a hole beside the player, and the rule makes it whenever it lies ahead.
+    assert shares.into_hole == sum(not ok for _, _, ok in seen) <= shares.beside_hole
+    text = table("learning_table", tmp_path)
+    assert "| start (SFT) | 1 |" in text and "| 1.00 |" in text
 
 
 def test_cso_table_compares_cso_with_step_dpo_under_the_same_noisy_or_learned_prm(tmp_path):
