@@ -46,6 +46,19 @@ def test_oracle_moves_score_every_readable_move_as_the_oracle_prm_does():
         assert (move.score == 0.0) == fell
 
 
+def test_all_moves_score_every_admissible_move_at_each_state_the_own_one_first():
+    attempts = random_attempts(4)
+    own, every = oracle_moves(attempts), oracle_moves(attempts, "all")
+    states = [(m.query.trajectory.id, m.query.at) for m in every]
+    assert len(every) == 4 * len(own) and sorted(set(states)) == sorted((m.query.trajectory.id, m.query.at) for m in own)
+    assert [m for m in every if m.query.action == m.query.trajectory.steps[m.query.at].action] == own
+    for k in range(0, len(every), 4):  # the own move first, then the others, each once
+        state = every[k:k + 4]
+        assert len({m.query.action for m in state}) == 4
+        # Every state met before the end is safe on a solvable map: some move keeps the task open.
+        assert max(m.score for m in state) >= 0.25
+
+
 def test_balance_scores_caps_the_commonest_score_at_the_next_count():
     moves = [ScoredMove(StepQuery(None, i, "up"), score) for i, score in enumerate([1, 1, 1, 1, 0.25, 1, 0, 0.25, 1])]
     kept = balance_scores(moves)

@@ -9,8 +9,9 @@ PRM, and its prompt is the LLM judge's (`JudgePRM`), so CSO reads it with `prm: 
     attempts  the policy (e.g. the SFT warm start) samples attempts on train tasks, or logged
               trajectories are read from a run
     targets   the oracle PRM's score of every move the policy made (1 solves or shortens the
-              plan, 0.5 keeps it, 0.25 wastes a move, 0 makes the task unsolvable), the most
-              common score capped at the count of the next most common
+              plan, 0.5 keeps it, 0.25 wastes a move, 0 makes the task unsolvable), or of every
+              admissible move at the states it met (`moves: all`), the most common score capped
+              at the count of the next most common
     sft       the `prm` adapter on (judge prompt → the score), answer tokens only
     eval      greedy scores of the moves of held-out validation attempts against the oracle's,
               beside the scorer that always answers the training data's most common score
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hindsight.agent.prm import JudgePRM, OraclePRM, StepQuery
+from hindsight.agent.replay import replay_to
 from hindsight.configs import option
 from hindsight.logs import read_trajectories
 from hindsight.methods.basics import SupervisedBasics
@@ -44,6 +46,7 @@ from hindsight.types import Trajectory
 
 #: A learned score counts as the oracle's when it is this close (the oracle's scores are 0.25 apart).
 SCORE_TOLERANCE = 0.125
+MOVE_SETS = ("own", "all")
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,9 @@ class PRMSFTConfig(SupervisedBasics):
     episodes: int = option(64, "train tasks the policy attempts")
     samples_per_task: int = option(2, "attempts per task")
     temperature: float = option(1.0, "sampling temperature of the attempts")
+    moves: str = option("own", "which moves are scored: own (the moves the policy made) or all (every admissible move "
+                               "at every state the policy met, its own included: the PRM then sees moves contrasted "
+                               "at one state, as CSO asks it to rate alternatives)")
     balance: bool = option(True, "cap the most common oracle score at the count of the next most common one")
     eval_episodes: int = option(32, "validation tasks whose attempts' moves are scored after training (0 skips it)")
     eval_attempts: str = option("", "score the moves of these logged held-out trajectories in the evaluation instead "
@@ -65,6 +71,8 @@ class PRMSFTConfig(SupervisedBasics):
             raise ValueError("episodes and samples_per_task must be >= 1")
         if self.full_finetune:
             raise ValueError("the PRM is a LoRA adapter beside the policy; full_finetune must be false")
+        if self.moves not in MOVE_SETS:
+            raise ValueError(f"moves must be one of {', '.join(MOVE_SETS)}, not {self.moves!r}")
 
 
 @dataclass(frozen=True)
@@ -75,10 +83,20 @@ class ScoredMove:
     score: float
 
 
-def oracle_moves(attempts: Sequence[Trajectory]) -> list[ScoredMove]:
-    """Every readable move of every attempt, with the oracle PRM's score."""
-    queries = [StepQuery(attempt, at, step.action) for attempt in attempts
-               for at, step in enumerate(attempt.steps) if step.action]
+def oracle_moves(attempts: Sequence[Trajectory], moves: str = "own") -> list[ScoredMove]:
+    """Every readable move of every attempt (`own`), or every admissible move at each of their
+    states (`all`, the attempt's own move first), with the oracle PRM's score."""
+    queries = []
+    for attempt in attempts:
+        for at, step in enumerate(attempt.steps):
+            own = [step.action] if step.action else []
+            if moves == "all":
+                env = replay_to(attempt, at)
+                try:
+                    own += [action for action in env.admissible_actions() if action not in own]
+                finally:
+                    env.close()
+            queries += [StepQuery(attempt, at, action) for action in own]
     return [ScoredMove(query, score.value) for query, score in zip(queries, OraclePRM().score(queries), strict=True)]
 
 
@@ -155,7 +173,7 @@ def prm_evaluator(config: PRMSFTConfig, run: TrainingRun, model: TrainableModel,
             model.activate("policy")
             held_out = policy_attempts(config, model, split, episodes, config.samples_per_task, config.temperature,
                                        config.seed + 1)
-        moves = oracle_moves(held_out)
+        moves = oracle_moves(held_out, config.moves)
         if not moves:
             return {}, {"moves": 0}
         judge = JudgePRM(RoleBackend(model, "prm"), fallback=0.5)
@@ -204,7 +222,7 @@ def train_prm_sft(config: PRMSFTConfig, out: str | Path, *, resume: bool = False
         with run.dir.trajectory_writer("attempts", env=config.env, split="train") as writer:
             for attempt in attempts:
                 writer.write_trajectory(attempt)
-    moves = oracle_moves(attempts)
+    moves = oracle_moves(attempts, config.moves)
     if not moves:
         raise ValueError(f"no readable {env.id} moves to score in {len(attempts)} attempts")
     kept = balance_scores(moves) if config.balance else moves
