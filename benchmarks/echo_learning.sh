@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# ECHO on the learning benchmark (docs/results.md, issue 47), resumable: a finished step is skipped,
+# an unfinished training run continues from its latest checkpoint and an unfinished evaluation from
+# its last finished task.
+#
+#   . .venv/bin/activate && benchmarks/echo_learning.sh START_ADAPTER [OUT_DIR] [STAGE...]
+#
+# START_ADAPTER is the learning benchmark's SFT start (benchmarks/learning.sh OUT start writes it to
+# OUT/start-adapter). Everything runs on its FrozenLake 4x4 (local view, 8 steps) with the graded
+# score `partial`. Stages (default: all, in this order):
+#   start    the start's own sampled attempts on 160 train tasks, then the policy start of every
+#            arm: those successful moves rehearsed and the oracle's advice-taking refinement of each
+#            failed attempt (recipes/sft-advice-frozenlake.yaml), exported to OUT/policy-adapter
+#   critic   the critic warm start on that start's attempts, with the planner's move under every
+#            turn (recipes/critic-sft-frozenlake.yaml), exported to OUT/critic-adapter
+#   check    the design checks on the validation split: the policy start's greedy success on 100
+#            tasks (the headroom: 25-60%) and the critic's match rate with the template critic
+#   arms     GRPO, ECHO, ECHO with a frozen critic and ECHO with the linear gain, seeds 0 1 2, the
+#            same 20 updates of 8 tasks x 4 (recipes/echo-frozenlake.yaml and
+#            recipes/grpo-frozenlake-graded.yaml), each tested greedily on the 300 test tasks
+#   table    the paired differences (benchmarks/echo_table.py)
+# Jobs run side by side, one slot each (CORES, ONLY: benchmarks/lib.sh). DTYPE sets the frozen base
+# weights (default float32: a CPU without bfloat16 instructions runs bfloat16 about 60 times slower);
+# benchmarks/echo_gpu.sh runs the arms on one GPU in bfloat16. MODEL sets the base model (default
+# smollm2) and SET="--set updates=1 ..." adds switches to every arm: a tiny check.
+# `python benchmarks/keep.py OUT_DIR results/echo-learning --commit SHA` keeps each finished run's
+# outcome table in the repository (results/README.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source_adapter=${1:?usage: benchmarks/echo_learning.sh START_ADAPTER [OUT_DIR] [STAGE...]}
+out=${2:-runs/echo-learning}
+shift 2 || shift $#
+stages=${*:-start critic check arms table}
+mkdir -p "$out"
+recipe=recipes/echo-frozenlake.yaml
+prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
+dtype=${DTYPE:-float32}
+model=${MODEL:-smollm2}  # the base model: the bundled one, or hf:PATH for a tiny check
+read -r -a extra <<<"${SET:-}"
+switches=(--set "dtype=$dtype" --set "model=$model")
+lake=(--env frozenlake --set size=4 --set max_steps=8 --set view=local --set score=partial --memory none
+      --max-new-tokens 12 --system-prompt "$prompt" --dtype "$dtype")
+
+. benchmarks/lib.sh  # train, evaluate, spawn, arm
+
+start="$out/policy-adapter"  # what `arm` starts every run from
+critic="$out/critic-adapter"
+for stage in $stages; do
+  case $stage in
+  start)
+    foreground "evaluate '$out/attempts' --model '$model+$source_adapter' --episodes 160 --split train \
+      --temperature 1.0 --seed 0"
+    foreground "train sft '$out/policy' --config recipes/sft-advice-frozenlake.yaml --set init_from='$source_adapter' \
+      --set demos='$out/attempts' --set advice_demos='$out/attempts' ${switches[*]}"
+    export_adapter "$out/policy" "$start"
+    ;;
+  critic)
+    foreground "train critic-sft '$out/critic' --config recipes/critic-sft-frozenlake.yaml --set policy_from='$start' \
+      ${switches[*]}"
+    export_adapter "$out/critic" "$critic" critic
+    ;;
+  check)
+    foreground "evaluate '$out/start-validation' --model '$model+$start' --episodes 100 --split validation --temperature 0"
+    python - "$out" <<'PY'
+import json, sys
+from pathlib import Path
+from hindsight.logs import read_metrics
+out = Path(sys.argv[1])
+print("policy start, validation success:", json.loads((out / "start-validation" / "summary.json").read_text())["success_rate"])
+final = [row for row in read_metrics(out / "critic") if "final_validation/critique_match_rate" in row][-1]
+print("critic, validation:", {k: v for k, v in final.items() if k.startswith("final_validation/")})
+PY
+    ;;
+  arms)
+    for seed in 0 1 2; do
+      arm grpo "$seed" grpo recipes/grpo-frozenlake-graded.yaml "${switches[@]}" "${extra[@]}"
+      arm echo "$seed" echo "$recipe" "${switches[@]}" "${extra[@]}" --set critic_init_from="'$critic'"
+      arm echo-frozen "$seed" echo "$recipe" "${switches[@]}" "${extra[@]}" --set critic_init_from="'$critic'" \
+        --set freeze_critic=true
+      arm echo-linear "$seed" echo "$recipe" "${switches[@]}" "${extra[@]}" --set critic_init_from="'$critic'" \
+        --set gain=linear
+    done
+    wait
+    ;;
+  table)
+    python benchmarks/echo_table.py "$out"
+    ;;
+  *) echo "unknown stage: $stage" >&2; exit 2 ;;
+  esac
+done
