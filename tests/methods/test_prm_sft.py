@@ -1,6 +1,8 @@
 """The learned PRM: oracle-scored moves, balancing, agreement, SFT of the prm adapter alone, and CSO reading it."""
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -126,3 +128,27 @@ def test_prm_sft_refuses_attempts_without_moves(tiny_lora_model_dir, tmp_path):
                           eval_episodes=0)
     with pytest.raises(ValueError, match="no readable frozenlake moves"):
         train_prm_sft(config, tmp_path / "prm-sft")
+
+
+def test_prm_probabilities_reads_the_first_answer_token_of_every_held_out_move(tiny_lora_model_dir, tmp_path,
+                                                                              monkeypatch, capsys):
+    """benchmarks/prm_probabilities.py on a tiny prm-sft run."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import prm_probabilities
+
+    assert prm_probabilities.auc([0.9, 0.5], [0.5, 0.1]) == pytest.approx((1 + 1 + 0.5 + 1) / 4)
+    assert prm_probabilities.auc([], [0.1]) is None
+    held_out = random_attempts(3, "validation")
+    config = PRMSFTConfig(model=f"hf:{tiny_lora_model_dir}", env_kwargs=LAKE, attempts=write(tmp_path / "a.jsonl",
+                          random_attempts(6)), eval_attempts=write(tmp_path / "h.jsonl", held_out), epochs=1,
+                          batch_size=4, micro_batch_size=4, eval_episodes=2, max_new_tokens=4)
+    run = train_prm_sft(config, tmp_path / "prm-sft")
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "argv", ["prm_probabilities.py", str(run), "--json"])
+    prm_probabilities.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["moves"] == sum(t.num_steps for t in held_out)
+    assert all(0.0 <= p <= 1.0 for p in result["mean_p1_by_oracle_score"].values())
+    monkeypatch.setattr(sys, "argv", ["prm_probabilities.py", str(tmp_path / "nothing")])
+    with pytest.raises(SystemExit, match="does not exist"):
+        prm_probabilities.main()
