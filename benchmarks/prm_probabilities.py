@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 from hindsight.agent.prm import JudgePRM, StepQuery
-from hindsight.configs import load_config
-from hindsight.logs import read_trajectories
+from hindsight.configs import from_mapping
+from hindsight.logs import RunDir, read_trajectories
 from hindsight.methods.model_setup import load_latest, load_trainable
 from hindsight.methods.prm_sft import PRMSFTConfig
 from hindsight.train.sequences import render_prompt
@@ -44,7 +44,7 @@ def main() -> None:
     log = args.run / "trajectories" / "eval-validation-final.jsonl"
     if not log.exists():
         sys.exit(f"prm_probabilities: {log} does not exist (a prm-sft run with eval_episodes > 0 writes it)")
-    config = load_config(PRMSFTConfig, args.run / "config.yaml")
+    config = from_mapping(PRMSFTConfig, {k: v for k, v in RunDir(args.run).read_config().items() if k != "kind"})
     model = load_trainable(config.model, ("policy", "prm"), config.lora_rank, config.lora_alpha, False,
                            dtype=config.dtype)
     load_latest(model, args.run, "prm")

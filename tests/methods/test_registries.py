@@ -89,7 +89,7 @@ def test_training_methods_are_registered_and_dispatched(capsys):
     from hindsight.methods.registry import load_training_methods
 
     methods = load_training_methods()
-    assert set(methods.names()) == {"sft", "grpo", "echo", "critic-sft", "cso", "eto"}
+    assert set(methods.names()) == {"sft", "grpo", "echo", "critic-sft", "prm-sft", "cso", "eto"}
     entry = methods.get("critic-sft")
     assert (entry.config, entry.train) == (CriticSFTConfig, train_critic_sft) and entry.help
     assert main(["train", "grpo", "--show-config"]) == 0
