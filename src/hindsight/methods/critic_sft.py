@@ -28,13 +28,11 @@ from typing import Any
 
 from hindsight.agent.critic import CriticPrompt, ModelCritic, parse_critique, template_critique
 from hindsight.configs import option
-from hindsight.logs import read_trajectories
 from hindsight.methods.basics import CriticView, SupervisedBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun
 from hindsight.methods.model_setup import load_latest, load_trainable
 from hindsight.methods.registry import training_method
-from hindsight.methods.supervised import fit_supervised, policy_attempts
-from hindsight.train.checkpoint import list_checkpoints
+from hindsight.methods.supervised import fit_supervised, policy_attempts, warm_start_attempts
 from hindsight.train.distributed import single_process
 from hindsight.train.model import TrainableModel
 from hindsight.train.sequences import reply_ids, reply_sequence
@@ -126,23 +124,12 @@ def train_critic_sft(config: CriticSFTConfig, out: str | Path, *, resume: bool =
     tokenizer = model.backend.tokenizer
 
     started = time.perf_counter()
-    saved_attempts = run.dir.trajectories_dir / "attempts.jsonl"
-    if resume and list_checkpoints(run.path):
-        # The attempts the interrupted run trained on, not a fresh sample.
-        attempts = kept = list(read_trajectories(saved_attempts))
-    else:
-        if config.attempts:
-            attempts = [t for t in read_trajectories(config.attempts) if t.env == env.id]
-        else:
-            attempts = policy_attempts(config, model, "train", config.episodes, config.samples_per_task,
-                                       config.temperature, config.seed)
-        kept = balance_solved(attempts, config.solved_share)
-        if not kept:
-            raise ValueError(f"no {env.id} attempts to critique")
-        saved_attempts.unlink(missing_ok=True)
-        with run.dir.trajectory_writer("attempts", env=config.env, split="train") as writer:
-            for attempt in kept:
-                writer.write_trajectory(attempt.with_meta(template_critique=template_critique(attempt)))
+    attempts, kept = warm_start_attempts(
+        run, model, env.id, config.attempts, resume=resume, episodes=config.episodes, samples=config.samples_per_task,
+        temperature=config.temperature, keep=lambda attempts: balance_solved(attempts, config.solved_share),
+        saved_as=lambda attempt: attempt.with_meta(template_critique=template_critique(attempt)))
+    if not kept:
+        raise ValueError(f"no {env.id} attempts to critique")
     targets = [template_critique(attempt) for attempt in kept]
     sequences = [
         reply_sequence(tokenizer, critic_prompt.build(attempt), reply_ids(tokenizer, target, None, "stop"), attempt.id)

@@ -36,9 +36,8 @@ from hindsight.methods.basics import SupervisedBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun
 from hindsight.methods.model_setup import load_latest, load_trainable
 from hindsight.methods.registry import training_method
-from hindsight.methods.supervised import fit_supervised, policy_attempts
+from hindsight.methods.supervised import fit_supervised, policy_attempts, warm_start_attempts
 from hindsight.roles import RoleBackend
-from hindsight.train.checkpoint import list_checkpoints
 from hindsight.train.distributed import single_process
 from hindsight.train.model import TrainableModel
 from hindsight.train.sequences import reply_ids, reply_sequence
@@ -209,19 +208,9 @@ def train_prm_sft(config: PRMSFTConfig, out: str | Path, *, resume: bool = False
     tokenizer = model.backend.tokenizer
 
     started = time.perf_counter()
-    saved_attempts = run.dir.trajectories_dir / "attempts.jsonl"
-    if resume and list_checkpoints(run.path):
-        attempts = list(read_trajectories(saved_attempts))  # the moves the interrupted run trained on
-    else:
-        if config.attempts:
-            attempts = [t for t in read_trajectories(config.attempts) if t.env == env.id]
-        else:
-            attempts = policy_attempts(config, model, "train", config.episodes, config.samples_per_task,
-                                       config.temperature, config.seed)
-        saved_attempts.unlink(missing_ok=True)
-        with run.dir.trajectory_writer("attempts", env=config.env, split="train") as writer:
-            for attempt in attempts:
-                writer.write_trajectory(attempt)
+    # A resumed run reads back the moves' attempts it trained on.
+    attempts, _ = warm_start_attempts(run, model, env.id, config.attempts, resume=resume, episodes=config.episodes,
+                                      samples=config.samples_per_task, temperature=config.temperature)
     moves = oracle_moves(attempts, config.moves)
     if not moves:
         raise ValueError(f"no readable {env.id} moves to score in {len(attempts)} attempts")

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import torch
 
 from hindsight.agent.engine import RolloutEngine, Task
+from hindsight.logs import read_trajectories
 from hindsight.methods.basics import Schedule, SupervisedBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun
 from hindsight.methods.model_setup import make_optimizer
 from hindsight.methods.progress import TrainingProgress
+from hindsight.train.checkpoint import list_checkpoints
 from hindsight.train.model import TrainableModel, distinct_tokens
 from hindsight.train.sequences import TrainingSequence
 from hindsight.train.update import sft_loss
@@ -103,3 +105,28 @@ def policy_attempts(
             attempts.append(attempt)
             progress.advance(f"{sum(not a.success for a in attempts)} unsolved")
     return attempts
+
+
+def warm_start_attempts(
+    run: TrainingRun, model: TrainableModel, env_id: str, logged: str, *, resume: bool, episodes: int, samples: int,
+    temperature: float, keep: Callable[[list[Trajectory]], list[Trajectory]] = list,
+    saved_as: Callable[[Trajectory], Trajectory] = lambda attempt: attempt,
+) -> tuple[list[Trajectory], list[Trajectory]]:
+    """The attempts a critic's or a PRM's warm start learns from, and those it keeps: `logged`
+    trajectories of `env_id` (a run directory or .jsonl file) or the policy's fresh ones on train
+    tasks, filtered by `keep` and saved (as `saved_as` writes them) in the run's attempts.jsonl. A
+    resumed run reads back the attempts it saved, not a fresh sample."""
+    saved = run.dir.trajectories_dir / "attempts.jsonl"
+    if resume and list_checkpoints(run.path):
+        kept = list(read_trajectories(saved))
+        return kept, kept
+    if logged:
+        attempts = [t for t in read_trajectories(logged) if t.env == env_id]
+    else:
+        attempts = policy_attempts(run.config, model, "train", episodes, samples, temperature, run.config.seed)
+    kept = keep(attempts)
+    saved.unlink(missing_ok=True)
+    with run.dir.trajectory_writer("attempts", env=run.config.env, split="train") as writer:
+        for attempt in kept:
+            writer.write_trajectory(saved_as(attempt))
+    return attempts, kept
