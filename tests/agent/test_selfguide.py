@@ -4,7 +4,7 @@ import pytest
 
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.selfguide import (
-    SelfAssessor, label_agreement, oracle_labels, parse_assessment, with_oracle_assessments,
+    SelfAssessor, label_agreement, logged_steps_to_judge, oracle_labels, parse_assessment, with_oracle_assessments,
 )
 from hindsight.algos.selfguide import Label
 from hindsight.envs import make
@@ -94,3 +94,17 @@ def test_only_the_latest_answers_are_shown_whole():
     assert text.splitlines()[0] == f"1. {trajectory.steps[0].action} -> {first_line}"
     assert trajectory.steps[-1].feedback.strip().splitlines()[-1].strip() in text.splitlines()[-1]
     assert len(render_steps(trajectory.steps, full_last=0).splitlines()) == trajectory.num_steps
+
+
+def test_logged_steps_are_judged_where_a_rollout_would_judge_them():
+    trajectories = oracle_runs([1, 2]) + oracle_runs([0], respond=lambda request: "<action>up</action>")
+    assessor = SelfAssessor()
+    steps = logged_steps_to_judge(trajectories, assessor)
+    # Every turn after the first judges the step before it; the last step is never judged.
+    assert len(steps) == sum(t.num_steps - 1 for t in trajectories)
+    for step in steps:
+        assert step.oracle == oracle_labels(step.trajectory)[step.at]
+        history = step.trajectory.steps[: step.at]
+        assert step.request.messages == assessor.prompt(step.trajectory.instruction, history,
+                                                        step.trajectory.steps[step.at].observation)
+    assert {step.oracle for step in steps} == {Label.POSITIVE, Label.NEGATIVE}

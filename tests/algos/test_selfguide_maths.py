@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from hindsight.algos.selfguide import (
-    Label, TrustSchedule, guidance_only_groups, shaped_return, step_reward, trust_weight, update_progress,
+    Label, TrustSchedule, balanced_label_indices, guidance_only_groups, label_agreement_stats, shaped_return,
+    step_reward, trust_weight, update_progress,
 )
 
 
@@ -74,3 +75,46 @@ def test_guidance_only_groups_against_a_plain_loop():
 def test_guidance_only_groups_refuses_mismatched_shapes():
     with pytest.raises(ValueError, match="num_groups, G"):
         guidance_only_groups(torch.zeros(2, 4), torch.zeros(8))
+
+
+P, N, U = Label.POSITIVE, Label.NEGATIVE, Label.NEUTRAL
+
+
+def test_label_agreement_against_counting_by_hand():
+    oracle = [P, P, P, P, P, P, N, N, N, U]
+    said = [P, P, P, P, P, N, N, N, P, None]
+    stats = label_agreement_stats(said, oracle)
+    assert stats.steps == 10
+    assert stats.agreement == pytest.approx(7 / 10)  # 5 positives and 2 negatives right
+    assert stats.negative_recall == pytest.approx(2 / 3)
+    assert stats.said_negative == pytest.approx(3 / 10) and stats.unreadable == pytest.approx(1 / 10)
+    assert stats.always_positive == pytest.approx(6 / 10)
+    assert stats.label_mix == pytest.approx(0.6**2 + 0.3**2 + 0.1**2)
+    # 0.7 is exactly 0.6 + the 0.10 margin, and 2/3 of the negatives are caught: the gate passes.
+    assert stats.passes_gate
+    assert stats.metrics("eval")["eval/passes_gate"] == 1.0
+
+
+def test_the_gate_refuses_an_always_positive_judge_and_a_judge_blind_to_negatives():
+    oracle = [P] * 7 + [N] * 3
+    assert not label_agreement_stats([P] * 10, oracle).passes_gate  # agreement = always-positive
+    # Right on 9 of 10 (0.2 above always-positive), but only 1 of 3 negatives caught.
+    said = [P] * 7 + [N, P, P]
+    assert not label_agreement_stats(said, oracle).passes_gate
+    without_negatives = label_agreement_stats([P, P], [P, P])
+    assert without_negatives.negative_recall is None and not without_negatives.passes_gate
+    assert "eval/negative_recall" not in without_negatives.metrics("eval")
+    with pytest.raises(ValueError, match="one predicted label per oracle label"):
+        label_agreement_stats([P], [P, N])
+
+
+def test_balance_caps_every_class_at_the_second_commonest_judged_label():
+    labels = [P] * 20 + [N] * 5 + [None] * 8 + [U] * 2
+    kept = balanced_label_indices(labels, seed=0)
+    counts = {kind: sum(labels[i] == kind for i in kept) for kind in (P, N, U, None)}
+    assert counts == {P: 5, N: 5, U: 2, None: 5}
+    assert kept == sorted(kept) and len(set(kept)) == len(kept)
+    assert kept == balanced_label_indices(labels, seed=0)  # drawn from the seed
+    assert kept != balanced_label_indices(labels, seed=1)
+    # One judged label only: nothing to balance against, nothing dropped.
+    assert balanced_label_indices([P, P, None], seed=0) == [0, 1, 2]

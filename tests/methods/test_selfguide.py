@@ -6,11 +6,13 @@ sampled text. Everything downstream of the label (step rewards, λ(u), the shape
 the advantages, the sequences trained, the logs) is the real code.
 """
 
+import json
 from dataclasses import replace
 
 import pytest
 
 from hindsight.agent.selfguide import SelfAssessor
+from hindsight.algos.selfguide import Label
 from hindsight.configs import ConfigError, from_mapping
 from hindsight.logs import read_trajectories
 from hindsight.methods.grpo import GRPOConfig, train_grpo
@@ -181,3 +183,40 @@ def test_a_collection_counts_the_attempts_it_did_not_keep():
     assert [t.seed for t in sampled.demos] == [0] and (sampled.episodes, sampled.env_steps) == (3, 15)
     both = sampled + Collection.of_attempts([outcome(3, True, moves=4)])
     assert [t.seed for t in both.demos] == [0, 3] and (both.episodes, both.env_steps) == (4, 19)
+
+
+def test_sft_balances_the_labels_it_teaches_and_judges_held_out_steps(tiny_model_dir, tmp_path):
+    from hindsight.agent.evaluate import EvalConfig, run_eval
+    from hindsight.agent.selfguide import oracle_labels
+
+    def attempts(name, split, episodes):
+        return run_eval(EvalConfig(env="frozenlake", model="random:0", episodes=episodes, split=split,
+                                   env_kwargs={"size": 3}, max_steps=5, out=str(tmp_path / name)))
+
+    tries, held_out = attempts("tries", "train", 8), attempts("held-out", "validation", 4)
+    labels = [label for t in read_trajectories(tries) for label in oracle_labels(t)]
+    judged = [label for label in labels if label is not None]
+    cap = sorted(judged.count(kind) for kind in set(judged))[-2]
+    run = train_sft(SFTConfig(model=f"hf:{tiny_model_dir}", env_kwargs={"size": 3, "max_steps": 5}, epochs=1,
+                              batch_size=4, micro_batch_size=4, warmup_steps=0, self_guide=True, assessment_only=True,
+                              assessment_demos=str(tries), balance_labels=True, assessment_eval=str(held_out),
+                              eval_episodes=3, assessment_max_new_tokens=8), tmp_path / "assessor")
+    data = read_metrics(run)[0]
+    taught = {name.removeprefix("data/notes_"): count for name, count in data.items() if name.startswith("data/notes_")}
+    assert max(taught.values()) == cap and data["data/sequences"] == sum(taught.values())
+    assert taught["first_turn"] == min(cap, labels.count(None))
+    # The evaluation judged every turn after the first of the first 3 held-out trajectories.
+    final = read_metrics(run)[-1]
+    evaluated = list(read_trajectories(run / "trajectories" / "eval-test-final.jsonl"))
+    assert len(evaluated) == 3
+    assert final["final_test/steps"] == sum(t.num_steps - 1 for t in evaluated)
+    assert all(len(t.meta["judged"]) == t.num_steps - 1 for t in evaluated)
+    oracle = [Label(j["oracle"]) for t in evaluated for j in t.meta["judged"]]
+    assert final["final_test/always_positive"] == pytest.approx(oracle.count(Label.POSITIVE) / len(oracle))
+    said = [j["label"] for t in evaluated for j in t.meta["judged"]]
+    agreed = sum(s == o.value for s, o in zip(said, oracle))
+    assert final["final_test/agreement"] == pytest.approx(agreed / len(oracle))
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["passes_gate"] == bool(final["final_test/passes_gate"])
+    with pytest.raises(ValueError, match="need self_guide"):
+        SFTConfig(balance_labels=True)

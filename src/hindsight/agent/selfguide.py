@@ -23,7 +23,7 @@ from typing import Sequence
 
 from hindsight.agent.replay import planner_distance, planning_env, take_recorded
 from hindsight.algos.selfguide import Label, step_reward
-from hindsight.types import Assessment, ChatMessage, Completion, Conversation, Step, Trajectory
+from hindsight.types import Assessment, ChatMessage, Completion, Conversation, GenerationRequest, Step, Trajectory
 
 KIND = "self-guide"
 
@@ -187,3 +187,31 @@ def with_oracle_assessments(trajectory: Trajectory, assessor: SelfAssessor) -> T
                                                          label=judged.value, reward=step_reward(judged),
                                                          finish_reason="stop")))
     return replace(trajectory, steps=tuple(steps))
+
+
+@dataclass(frozen=True)
+class LoggedStep:
+    """A turn of a logged trajectory that judges the step before it: what an assessor is asked there
+    and the oracle's label of that step."""
+
+    trajectory: Trajectory
+    at: int  # the turn; the step judged is at − 1
+    oracle: Label
+    request: GenerationRequest
+
+
+def logged_steps_to_judge(trajectories: Sequence[Trajectory], assessor: SelfAssessor) -> list[LoggedStep]:
+    """Every turn after the first of every trajectory, with the prompt the assessor would have had there.
+
+    Only steps followed by another turn are judged (as in a rollout): the last step of an episode,
+    a fall into a hole included, is never assessed.
+    """
+    steps = []
+    for trajectory in trajectories:
+        for at, label in enumerate(oracle_labels(trajectory)):
+            if label is None:
+                continue
+            conversation = assessor.prompt(trajectory.instruction, trajectory.steps[:at],
+                                           trajectory.steps[at].observation)
+            steps.append(LoggedStep(trajectory, at, label, GenerationRequest(conversation)))
+    return steps

@@ -10,6 +10,7 @@ Pure functions of numbers, labels and tensors; no I/O, no model objects.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from enum import Enum
 from typing import Sequence
@@ -97,3 +98,76 @@ def guidance_only_groups(env_returns: torch.Tensor, shaped_returns: torch.Tensor
                          f"{tuple(env_returns.shape)} and {tuple(shaped_returns.shape)}")
     spread = lambda r: r.max(dim=1).values - r.min(dim=1).values  # noqa: E731
     return (spread(env_returns) <= tol) & (spread(shaped_returns) > tol)
+
+
+#: Issue 49's gate for an assessor worth rewarding: it must beat the judge that always says
+#: "positive" by this much agreement, and catch at least this share of the bad steps.
+GATE_MARGIN = 0.10
+GATE_NEGATIVE_RECALL = 0.5
+
+
+@dataclass(frozen=True)
+class LabelAgreement:
+    """An assessor's labels of held-out steps against the oracle's, beside two judges that read nothing.
+
+    `always_positive` is the agreement of a judge that says "positive" every time (the share of
+    positive steps); `label_mix` the expected agreement of one that guesses at random with the
+    held-out steps' own label mix (Σ share²). An unreadable label agrees with nothing.
+    """
+
+    steps: int
+    agreement: float
+    negative_recall: float | None  # share of the oracle's negative steps labelled negative (None: there were none)
+    said_negative: float  # share of all steps labelled negative
+    unreadable: float
+    always_positive: float
+    label_mix: float
+
+    @property
+    def passes_gate(self) -> bool:
+        """Agreement at least GATE_MARGIN above always-positive, and negatives recalled at least half the time."""
+        return (self.agreement >= self.always_positive + GATE_MARGIN
+                and self.negative_recall is not None and self.negative_recall >= GATE_NEGATIVE_RECALL)
+
+    def metrics(self, prefix: str) -> dict[str, float]:
+        values = {name: value for name, value in vars(self).items() if value is not None}
+        return {f"{prefix}/{name}": float(value) for name, value in values.items()} | {
+            f"{prefix}/passes_gate": float(self.passes_gate)}
+
+
+def label_agreement_stats(predicted: Sequence[Label | None], oracle: Sequence[Label]) -> LabelAgreement:
+    """Compare an assessor's labels (None: unreadable) with the oracle's, step by step."""
+    if not oracle or len(predicted) != len(oracle):
+        raise ValueError(f"need one predicted label per oracle label, and at least one; got {len(predicted)} "
+                         f"and {len(oracle)}")
+    n = len(oracle)
+    shares = {label: sum(truth == label for truth in oracle) / n for label in Label}
+    negatives = [said for said, truth in zip(predicted, oracle) if truth == Label.NEGATIVE]
+    return LabelAgreement(
+        steps=n,
+        agreement=sum(said == truth for said, truth in zip(predicted, oracle)) / n,
+        negative_recall=sum(said == Label.NEGATIVE for said in negatives) / len(negatives) if negatives else None,
+        said_negative=sum(said == Label.NEGATIVE for said in predicted) / n,
+        unreadable=sum(said is None for said in predicted) / n,
+        always_positive=shares[Label.POSITIVE],
+        label_mix=sum(share * share for share in shares.values()),
+    )
+
+
+def balanced_label_indices(labels: Sequence[Label | None], seed: int) -> list[int]:
+    """The indices kept when no class outnumbers the second most common judged label.
+
+    labels: the oracle label of each assessment, None for a first turn (no step to judge yet).
+    The cap is the count of the second most common of negative / neutral / positive; every
+    class, first turns included, keeps at most that many, drawn at random from `seed`. With
+    fewer than two judged labels present nothing is dropped. The kept indices are in order.
+    """
+    counts = sorted((sum(label == kind for label in labels) for kind in Label), reverse=True)
+    if counts[1] == 0:
+        return list(range(len(labels)))
+    cap, rng = counts[1], random.Random(seed)
+    kept: list[int] = []
+    for kind in (*Label, None):
+        members = [i for i, label in enumerate(labels) if label == kind]
+        kept += members if len(members) <= cap else rng.sample(members, cap)
+    return sorted(kept)

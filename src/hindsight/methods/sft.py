@@ -23,25 +23,33 @@ on the demonstrations that run saved.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from hindsight.agent.critic import advice_task
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.parser import parse_response
-from hindsight.agent.selfguide import with_oracle_assessments
+from hindsight.agent.selfguide import SelfAssessor, logged_steps_to_judge, with_oracle_assessments
+from hindsight.algos.selfguide import Label, balanced_label_indices, label_agreement_stats
 from hindsight.configs import ConfigError, option
 from hindsight.logs import read_trajectories
 from hindsight.methods.basics import SupervisedBasics, check_split
-from hindsight.methods.lifecycle import TrainingRun
+from hindsight.methods.lifecycle import Evaluator, TrainingRun
 from hindsight.methods.model_setup import load_latest, load_trainable
+from hindsight.methods.progress import TrainingProgress
 from hindsight.methods.registry import training_method
 from hindsight.methods.supervised import fit_supervised
 from hindsight.train.checkpoint import list_checkpoints
 from hindsight.train.distributed import single_process
+from hindsight.train.model import TrainableModel
 from hindsight.train.sequences import TrainingSequence, assessment_sequences, turn_sequences
-from hindsight.types import SamplingParams, Step, Trajectory
+from hindsight.types import Assessment, SamplingParams, Step, Trajectory
+
+#: Held-out steps judged per generate call (and per progress line).
+ASSESSMENT_BATCH = 32
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,13 @@ class SFTConfig(SupervisedBasics):
     assessment_demos: str = option("", "self_guide: also teach self-assessments on these trajectories (a run directory "
                                        "or .jsonl, e.g. a policy's own attempts with their mistakes): every step gets "
                                        "the oracle's assessment, and only the assessment tokens are trained")
+    balance_labels: bool = option(False, "self_guide: keep no assessment label (first-turn notes included) more often "
+                                         "than the second most common label, so that a rare 'negative' is not "
+                                         "drowned by 'positive' (a random draw from the seed)")
+    assessment_eval: str = option("", "self_guide: after training, judge the steps of these held-out logged "
+                                      "trajectories (a run directory or .jsonl, e.g. the start's own attempts on "
+                                      "validation tasks) and compare the labels with the oracle's, beside an "
+                                      "always-positive judge; replaces the evaluation episodes")
     assessment_only: bool = option(False, "train only self-assessments, on assessment_demos (no action tokens, no "
                                           "demos): teaches a trained policy (init_from) to judge its steps")
     advice_demos: str = option("", "also teach taking advice, from the failed attempts in this run directory or "
@@ -76,6 +91,8 @@ class SFTConfig(SupervisedBasics):
             raise ValueError("demo_samples > 1 needs demo_temperature > 0 (greedy attempts would all be the same)")
         if self.assessment_only and not self.assessment_demos:
             raise ValueError("assessment_only needs self_guide: true and assessment_demos (the trajectories to judge)")
+        if (self.balance_labels or self.assessment_eval) and not self.self_guide:
+            raise ValueError("balance_labels and assessment_eval need self_guide: true")
         if self.advice_demos and self.assessment_only:
             raise ValueError("advice_demos teach actions; assessment_only trains none")
 
@@ -142,6 +159,41 @@ def _action_only(step: Step) -> Step:
     return replace(step, raw=f"<action>{action}</action>", token_ids=None, finish_reason="stop")
 
 
+def assessment_evaluator(config: SFTConfig, run: TrainingRun, model: TrainableModel, assessor: SelfAssessor) -> Evaluator:
+    """Greedy self-assessments of the steps of `config.assessment_eval`'s trajectories (at most as
+    many trajectories as the evaluation's episodes), held against the oracle's labels."""
+    if not Path(config.assessment_eval).exists():
+        raise ConfigError(f"assessment_eval: {config.assessment_eval!r} does not exist (a run directory or .jsonl file)")
+
+    def evaluate(split: str, episodes: int, name: str, prefix: str) -> tuple[dict[str, float], dict[str, Any]]:
+        held_out = [t for t in read_trajectories(config.assessment_eval) if t.env == config.env][:episodes]
+        steps = logged_steps_to_judge(held_out, assessor)
+        if not steps:
+            raise ConfigError(f"assessment_eval: no {config.env} step to judge in {config.assessment_eval!r}")
+        params = SamplingParams(temperature=0.0, max_new_tokens=assessor.max_new_tokens)
+        model.activate("policy")
+        answers: list[Assessment] = []
+        with TrainingProgress(len(steps), "held-out assessments") as progress:
+            for first in range(0, len(steps), ASSESSMENT_BATCH):
+                chunk = steps[first : first + ASSESSMENT_BATCH]
+                answers += [assessor.parse(c) for c in model.sampler.generate([s.request for s in chunk], params)]
+                for _ in chunk:
+                    progress.advance(f"{sum(a.label == 'negative' for a in answers)} said negative")
+        predicted = [None if answer.parse_error else Label(answer.label) for answer in answers]
+        result = label_agreement_stats(predicted, [step.oracle for step in steps])
+        by_trajectory: dict[str, list[dict[str, Any]]] = {}
+        for step, answer, label in zip(steps, answers, predicted):
+            by_trajectory.setdefault(step.trajectory.id, []).append(
+                {"at": step.at, "oracle": step.oracle.value, "label": label and label.value, "text": answer.text})
+        (run.dir.trajectories_dir / f"{name}.jsonl").unlink(missing_ok=True)
+        with run.dir.trajectory_writer(name, env=config.env, split=split) as writer:
+            for trajectory in held_out:
+                writer.write_trajectory(trajectory.with_meta(judged=by_trajectory.get(trajectory.id, [])))
+        return result.metrics(prefix), {**vars(result), "passes_gate": result.passes_gate}
+
+    return evaluate
+
+
 @training_method("sft", SFTConfig, help="supervised warm start: behaviour cloning on successful trajectories")
 def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Path:
     single_process("sft")
@@ -184,18 +236,29 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
     data = {"data/demonstrations": len(demos), "data/advice_demonstrations": sum(bool(t.guidance) for t in demos)}
     if collection.episodes:
         data.update({"rollout/episodes": collection.episodes, "rollout/env_steps": collection.env_steps})
+    evaluate = None
     if config.self_guide:
         assessed = list(demos)
         if config.assessment_demos:
             taught = {t.id for t in demos}  # a demonstration given as both is taught once
             assessed += [with_oracle_assessments(t, rollout.pre_action)
                          for t in read_trajectories(config.assessment_demos) if t.env == config.env and t.id not in taught]
-        sequences += [s for t in assessed for s in assessment_sequences(t, tokenizer, rollout.pre_action)]
+        notes = [s for t in assessed for s in assessment_sequences(t, tokenizer, rollout.pre_action)]
+        labels = [None if step.index == 0 else Label(step.assessment.label)
+                  for t in assessed for step in t.steps if step.assessment is not None]
+        if config.balance_labels:
+            kept = balanced_label_indices(labels, config.seed)
+            notes, labels = [notes[i] for i in kept], [labels[i] for i in kept]
+        sequences += notes
         data["data/assessment_trajectories"] = len(assessed)
+        data.update({f"data/notes_{'first_turn' if label is None else label.value}": float(count)
+                     for label, count in Counter(labels).items()})
+        if config.assessment_eval:
+            evaluate = assessment_evaluator(config, run, model, rollout.pre_action)
     if not sequences:
         raise ValueError(f"nothing to train on: no {config.env} trajectory with a step in "
                          f"{config.assessment_demos or config.demos!r}")
     data.update({"data/sequences": len(sequences), "timing/collect_s": collect_s})
     steps = fit_supervised(run, model, "policy", sequences, data=data, area="sft",
-                           schedule=config.schedule(config.eval_split, config.eval_episodes))
+                           schedule=config.schedule(config.eval_split, config.eval_episodes), evaluate=evaluate)
     return run.finish(optimizer_steps=steps)
