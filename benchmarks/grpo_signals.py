@@ -17,7 +17,10 @@ For each run, from `trajectories/train.jsonl`:
   the oracle's, beside the share a judge that always answers "positive" would reach on the
   same turns;
 - for Self-Guide runs whose guidance reward was on (λ > 0) at some update: the mean Σ_t r_t of
-  the episodes trained with λ > 0, by how they ended, and, in each of those groups where a
+  the episodes trained with λ > 0, by how they ended, their mean shaped return under each
+  guidance form (the paper's sum, the mean over notes, the sum capped at R_env; recomputed from
+  the same episodes' labels), how many failures earn as much as the least-paid success under
+  each form, and, in each of those groups where a
   failure at the step budget (a stall) and a failure by the environment (a fall) met, the
   stall's advantage minus the fall's. With λ = 0 two failures get the same advantage; with
   notes that keep saying "positive", Σ_t r_t grows with the episode's length, so the guidance
@@ -32,6 +35,7 @@ from pathlib import Path
 
 from hindsight.agent.selfguide import oracle_labels
 from hindsight.algos.grpo import Aggregation
+from hindsight.algos.selfguide import GuidanceForm, shaped_return
 from hindsight.diagnostics.runs import read_run_config
 from hindsight.logs import read_trajectories
 from hindsight.logs.importers import episode_ending
@@ -91,17 +95,39 @@ def agreement_rows(trajectories) -> list[str]:
 
 
 def guidance_rows(trajectories) -> list[str]:
-    sums = defaultdict(list)  # outcome -> Σ_t r_t of the episodes trained with λ > 0
+    """What the notes paid each kind of episode trained with λ > 0, under each guidance form.
+
+    The forms (`GuidanceForm`) are recomputed from the same episodes' labels, λ and R_env, so
+    the columns compare the rewards themselves, not runs that drifted apart.
+    """
+    episodes = defaultdict(list)  # outcome -> (moves, Σ_t r_t, {form: R_env + guidance})
     groups = defaultdict(list)  # (update, task seed) -> that group's episodes
     for t in trajectories:
         selfguide = t.meta.get("selfguide") or {}
         if selfguide.get("lambda", 0.0) > 0:
-            sums[outcome(t)].append(selfguide["assessment_sum"])
+            labels = [step.assessment.label for step in t.steps if step.assessment is not None]
+            shaped = {form: shaped_return(selfguide["env_return"], labels, selfguide["lambda"], form)
+                      for form in GuidanceForm}
+            episodes[outcome(t)].append((t.num_steps, selfguide["assessment_sum"], shaped))
             groups[(t.meta.get("update"), t.seed)].append(t)
-    if not sums:
+    if not episodes:
         return []
-    rows = ["| episodes trained with λ > 0 | n | mean Σ_t r_t |", "|---|---|---|"]
-    rows += [f"| {name} | {len(values)} | {sum(values) / len(values):+.2f} |" for name, values in sorted(sums.items())]
+    forms = " | ".join(f"mean R ({form.value})" for form in GuidanceForm)
+    rows = [f"| episodes trained with λ > 0 | n | mean moves | mean Σ_t r_t | {forms} |",
+            "|---|---|---|---|" + "---|" * len(GuidanceForm)]
+    for name, values in sorted(episodes.items()):
+        n = len(values)
+        means = " | ".join(f"{sum(v[2][form] for v in values) / n:+.2f}" for form in GuidanceForm)
+        rows.append(f"| {name} | {n} | {sum(v[0] for v in values) / n:.1f} | {sum(v[1] for v in values) / n:+.2f} "
+                    f"| {means} |")
+    solved = [v[2] for v in episodes.get("solved", [])]
+    failed = [v[2] for name, values in episodes.items() if name != "solved" for v in values]
+    if solved and failed:
+        for form in GuidanceForm:
+            worst = min(s[form] for s in solved)
+            beat = sum(f[form] >= worst for f in failed)
+            rows.append(f"\n{form.value}: {beat} of {len(failed)} failures earn at least the least-paid success "
+                        f"({worst:+.2f})")
     gaps = []
     for group in groups.values():
         advantages = defaultdict(list)
@@ -111,7 +137,7 @@ def guidance_rows(trajectories) -> list[str]:
         if stalls and falls:
             gaps.append(sum(stalls) / len(stalls) - sum(falls) / len(falls))
     listed = ", ".join(f"{gap:+.2f}" for gap in gaps) or "no group had both"
-    rows.append(f"\nstall − fall advantage, per group where both met ({len(gaps)}): {listed}")
+    rows.append(f"\nstall − fall advantage as trained, per group where both met ({len(gaps)}): {listed}")
     return rows
 
 

@@ -231,27 +231,49 @@ def test_grpo_signals_splits_the_advantage_per_move_by_how_episodes_ended(tmp_pa
 def test_grpo_signals_shows_what_the_guidance_reward_paid_stalls_and_falls():
     import grpo_signals
 
-    def episode(seed, update, moves, success, terminated, advantage, lam, assessment_sum):
-        return outcome(seed, success, moves, terminated).with_meta(
+    from dataclasses import replace
+
+    from hindsight.types import Assessment
+
+    def episode(seed, update, moves, success, terminated, advantage, lam, positives):
+        """`positives` notes say positive, the others negative."""
+        labels = ["positive"] * positives + ["negative"] * (moves - positives)
+        base = outcome(seed, success, moves, terminated)
+        steps = tuple(replace(step, assessment=Assessment(kind="self-guide", text="", label=label,
+                                                          reward=0.1 if label == "positive" else -0.1))
+                      for step, label in zip(base.steps, labels))
+        total = 0.1 * (positives - (moves - positives))
+        return replace(base, steps=steps).with_meta(
             grpo={"advantage": advantage}, update=update,
-            selfguide={"lambda": lam, "env_return": float(success), "assessment_sum": assessment_sum,
-                       "return": float(success) + lam * assessment_sum})
+            selfguide={"lambda": lam, "env_return": float(success), "assessment_sum": total,
+                       "return": float(success) + lam * total})
 
     episodes = [
         # update 2, task 7 (λ = 1): a stall, a fall and a success met; the stall out-earned the fall
-        episode(7, 2, 10, False, False, 0.5, 1.0, 1.0), episode(7, 2, 2, False, True, -1.5, 1.0, 0.2),
-        episode(7, 2, 4, True, True, 1.0, 1.0, 0.4),
+        episode(7, 2, 10, False, False, 0.5, 1.0, 10), episode(7, 2, 2, False, True, -1.5, 1.0, 2),
+        episode(7, 2, 4, True, True, 1.0, 1.0, 3),
         # update 2, task 8: only falls, so no stall − fall gap from this group
-        episode(8, 2, 3, False, True, 0.0, 1.0, 0.3),
+        episode(8, 2, 3, False, True, 0.0, 1.0, 2),
         # update 1 (λ = 0): left out of the table though its stall and fall would make a group
-        episode(9, 1, 10, False, False, 0.0, 0.0, 0.9), episode(9, 1, 3, False, True, 0.0, 0.0, 0.1),
+        episode(9, 1, 10, False, False, 0.0, 0.0, 9), episode(9, 1, 3, False, True, 0.0, 0.0, 1),
     ]
     rows = grpo_signals.guidance_rows(episodes)
-    assert "| failed at the budget | 1 | +1.00 |" in rows
-    assert "| failed by the env | 2 | +0.25 |" in rows
-    assert "| solved | 1 | +0.40 |" in rows
+    # Columns: n, mean moves, mean Σ_t r_t, then the mean shaped return under sum, mean and capped.
+    # The stall: Σ = +1.0, so R = 1.00 (sum), 0.10 (mean over 10 notes), 0.00 (capped at R_env = 0).
+    assert "| failed at the budget | 1 | 10.0 | +1.00 | +1.00 | +0.10 | +0.00 |" in rows
+    # The falls: Σ = +0.2 (2 notes) and +0.1 (3 notes).
+    assert "| failed by the env | 2 | 2.5 | +0.15 | +0.15 | +0.07 | +0.00 |" in rows
+    # The success: Σ = +0.2 over 4 notes; capped keeps it (at most R_env = 1).
+    assert "| solved | 1 | 4.0 | +0.20 | +1.20 | +1.05 | +1.20 |" in rows
+    assert "\nsum: 0 of 3 failures earn at least the least-paid success (+1.20)" in rows
+    assert "\nmean: 0 of 3 failures earn at least the least-paid success (+1.05)" in rows
     assert rows[-1].endswith("per group where both met (1): +2.00")
     assert grpo_signals.guidance_rows(episodes[4:]) == []  # never λ > 0: no table
+    # Twelve positive notes on a stall out-earn a success with the paper's sum, not with the others.
+    stall = episode(7, 2, 12, False, False, 0.0, 1.0, 12)
+    rows = grpo_signals.guidance_rows([stall, episodes[2]])
+    assert "\nsum: 1 of 1 failures earn at least the least-paid success (+1.20)" in rows
+    assert "\ncapped: 0 of 1 failures earn at least the least-paid success (+1.20)" in rows
 
 
 def test_grpo_signals_refuses_a_run_whose_aggregation_it_does_not_know(tmp_path, monkeypatch, capsys):

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from hindsight.algos.selfguide import (
-    Label, TrustSchedule, balanced_label_indices, guidance_only_groups, label_agreement_stats, shaped_return,
-    step_reward, trust_weight, update_progress,
+    GuidanceForm, Label, TrustSchedule, balanced_label_indices, guidance_only_groups, guidance_term,
+    label_agreement_stats, shaped_return, step_reward, trust_weight, update_progress,
 )
 
 
@@ -118,3 +118,41 @@ def test_balance_caps_every_class_at_the_second_commonest_judged_label():
     assert kept != balanced_label_indices(labels, seed=1)
     # One judged label only: nothing to balance against, nothing dropped.
     assert balanced_label_indices([P, P, None], seed=0) == [0, 1, 2]
+
+
+def plain_guidance(labels, weight, form, env_return):
+    """The three forms written out with a loop."""
+    total = 0.0
+    for label in labels:
+        total += {"positive": 0.1, "neutral": 0.0, "negative": -0.1}[label]
+    total *= weight
+    if form == "mean":
+        return total / len(labels) if labels else 0.0
+    if form == "capped" and total > 0:
+        return min(total, env_return)
+    return total
+
+
+@pytest.mark.parametrize("form", [f.value for f in GuidanceForm])
+@pytest.mark.parametrize("labels, env_return", [
+    (["positive"] * 10, 0.0),  # a long stall with always-positive notes
+    (["positive"] * 3, 1.0),  # a short success
+    (["positive", "negative", "negative", "neutral"], 0.0),
+    (["positive"] * 4, 0.25),  # a graded score caps the sum
+    ([], 1.0),
+])
+def test_guidance_forms_against_a_plain_loop(form, labels, env_return):
+    for weight in (0.0, 0.5, 1.0):
+        expected = plain_guidance(labels, weight, form, env_return)
+        assert guidance_term(labels, weight, form, env_return) == pytest.approx(expected, abs=1e-12)
+        assert shaped_return(env_return, labels, weight, form) == pytest.approx(env_return + expected, abs=1e-12)
+
+
+def test_only_the_paper_form_pays_a_stall_more_than_a_success():
+    stall, success = ["positive"] * 13, ["positive"] * 3
+    paper = shaped_return(0.0, stall, 1.0) - shaped_return(1.0, success, 1.0)
+    assert paper == pytest.approx(0.0, abs=1e-12)  # ten more positive notes earn what solving the task earns
+    for form in (GuidanceForm.MEAN, GuidanceForm.CAPPED):
+        assert shaped_return(0.0, stall, 1.0, form) < shaped_return(1.0, success, 1.0, form) - 0.9
+    with pytest.raises(ValueError):
+        guidance_term(["positive"], 1.0, "median")

@@ -132,8 +132,24 @@ def test_sft_can_continue_a_trained_policy(tiny_model_dir, tmp_path):
     assert not all(torch.equal(started[k], untrained[k]) for k in started)
 
 
+@pytest.mark.parametrize("form", ["mean", "capped"])
+def test_the_guidance_form_shapes_the_trained_return(tiny_model_dir, tmp_path, monkeypatch, form):
+    monkeypatch.setattr(SelfAssessor, "parse", label_by_length)
+    config = grpo_config(tiny_model_dir, self_guide=True, guidance_reward=True, guidance_form=form, updates=1,
+                         eval_every=0, final_eval_split="", assessment_max_new_tokens=5, trust_start=0.0,
+                         trust_full=0.0, trust_hold_until=1.0, trust_end=1.0)
+    run = train_grpo(config, tmp_path / form)
+    for trajectory in read_trajectories(run / "trajectories" / "train.jsonl"):
+        sg = trajectory.meta["selfguide"]
+        total, notes = sg["assessment_sum"], trajectory.num_steps
+        guidance = total / notes if form == "mean" else (min(total, sg["env_return"]) if total > 0 else total)
+        assert sg["lambda"] == 1.0
+        assert sg["return"] == pytest.approx(sg["env_return"] + guidance, abs=1e-6)  # stored as float32
+
+
 @pytest.mark.parametrize("values, message", [
     ({"guidance_reward": True}, "needs self_guide"),
+    ({"self_guide": True, "guidance_reward": True, "guidance_form": "median"}, "guidance_form must be one of"),
     ({"self_guide": True, "guidance_reward": True, "trust_start": 0.6}, "start <= full"),
     ({"self_guide": True, "assessment_max_new_tokens": 0}, "assessment_max_new_tokens"),
 ])

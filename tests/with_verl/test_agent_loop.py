@@ -10,7 +10,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap  # noqa: E402
 from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
-from hindsight.algos.selfguide import TrustSchedule  # noqa: E402
+from hindsight.algos.selfguide import GuidanceForm, TrustSchedule  # noqa: E402
 from hindsight.envs import make  # noqa: E402
 from hindsight.verl.agent_loop import MOVE_REQUEST, HindsightAgentLoop, SelfGuideRow, task_row  # noqa: E402
 
@@ -107,14 +107,14 @@ def test_the_response_budget_ends_an_episode_early(bundled_tokenizer):
     assert output.extra_fields["env_success"] is False and output.reward_score < 1.0
 
 
-def self_guide_episode(tokenizer, version, total_steps=10, schedule=TrustSchedule()):
+def self_guide_episode(tokenizer, version, total_steps=10, schedule=TrustSchedule(), form=GuidanceForm.SUM):
     """The oracle's moves, each after a judgement: positive, a malformed one, then negative ones."""
     moves = oracle_moves(SEED)
     judgements = ["Reason: nothing done yet.\nLabel: positive", "I think it went fine."]
     judgements += ["Reason: wasted.\nLabel: negative"] * (len(moves) - 2)
     texts = [text for pair in zip(judgements, [f"<action>{move}</action>" for move in moves]) for text in pair]
     answers = [encode(tokenizer, text) for text in texts]
-    guide = SelfGuideRow(guidance_reward=True, schedule=schedule)
+    guide = SelfGuideRow(guidance_reward=True, schedule=schedule, form=form)
     row, output, server = play(tokenizer, answers, self_guide=guide, version=version, total_steps=total_steps)
     return moves, answers, row, output
 
@@ -135,6 +135,20 @@ def test_self_guide_judges_before_every_move_and_shapes_the_reward(bundled_token
     assessment_sum = 0.1 - 0.1 * (len(moves) - 2)
     assert output.extra_fields["selfguide_assessment_sum"] == pytest.approx(assessment_sum, abs=1e-9)
     assert output.reward_score == pytest.approx(1.0 + assessment_sum, abs=1e-9)
+
+
+def test_the_mean_form_divides_the_guidance_by_the_number_of_notes(bundled_tokenizer):
+    moves, _, _, output = self_guide_episode(bundled_tokenizer, version=5, form=GuidanceForm.MEAN)
+    assessment_sum = 0.1 - 0.1 * (len(moves) - 2)
+    assert output.reward_score == pytest.approx(1.0 + assessment_sum / len(moves), abs=1e-9)
+
+
+def test_the_self_guide_row_round_trips_and_refuses_an_unknown_form():
+    row = SelfGuideRow(guidance_reward=True, schedule=TrustSchedule(0.0, 0.1, 0.9, 1.0), form=GuidanceForm.CAPPED)
+    assert SelfGuideRow.from_json(row.to_json()) == row
+    assert SelfGuideRow.from_json('{"guidance_reward": true}').form is GuidanceForm.SUM
+    with pytest.raises(ValueError, match="form must be one of"):
+        SelfGuideRow.from_json('{"form": "median"}')
 
 
 def test_the_guidance_weight_follows_the_servers_weight_version(bundled_tokenizer):

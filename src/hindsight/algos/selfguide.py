@@ -5,7 +5,7 @@ Pure functions of numbers, labels and tensors; no I/O, no model objects.
     r_t  = +0.1 / 0 / −0.1 for a positive / neutral / negative self-assessment z_t
     λ(u) = trapezoid over the run's progress u ∈ [0, 1]:
            0 until `start`, linear up to 1 at `full`, 1 until `hold_until`, linear down to 0 at `end`
-    R    = R_env + λ(u) · Σ_t r_t
+    R    = R_env + λ(u) · Σ_t r_t                      (the paper; `GuidanceForm` has two length-safe forms)
 """
 
 from __future__ import annotations
@@ -79,9 +79,37 @@ def update_progress(update: int, updates: int) -> float:
     return (update - 1) / updates
 
 
-def shaped_return(env_return: float, labels: Sequence[Label | str], weight: float) -> float:
-    """R = R_env + λ · Σ_t r_t."""
-    return env_return + weight * sum(step_reward(label) for label in labels)
+class GuidanceForm(str, Enum):
+    """How the step rewards of a trajectory's self-assessments become its guidance term.
+
+    SUM is the paper's λ·Σ_t r_t. With notes that keep saying "positive" it grows with the
+    episode's length, so a long stall can earn more than a short success (docs/results.md,
+    issue 12). MEAN divides by the number of notes: a trajectory's notes then weigh the same
+    whatever its length. CAPPED keeps the sum but lets its positive part reach at most R_env:
+    notes can still cost a failure, never pay it.
+    """
+
+    SUM = "sum"
+    MEAN = "mean"
+    CAPPED = "capped"
+
+
+def guidance_term(labels: Sequence[Label | str], weight: float, form: GuidanceForm | str = GuidanceForm.SUM,
+                  env_return: float = 0.0) -> float:
+    """λ·Σ_t r_t (SUM), λ·mean_t r_t (MEAN, 0 without a note) or min(λ·Σ_t r_t, R_env) when positive (CAPPED)."""
+    total = weight * sum(step_reward(label) for label in labels)
+    form = GuidanceForm(form)
+    if form is GuidanceForm.MEAN:
+        return total / len(labels) if labels else 0.0
+    if form is GuidanceForm.CAPPED and total > 0:
+        return min(total, max(env_return, 0.0))
+    return total
+
+
+def shaped_return(env_return: float, labels: Sequence[Label | str], weight: float,
+                  form: GuidanceForm | str = GuidanceForm.SUM) -> float:
+    """R = R_env + the guidance term of `form` (the paper's: R_env + λ · Σ_t r_t)."""
+    return env_return + guidance_term(labels, weight, form, env_return)
 
 
 def guidance_only_groups(env_returns: torch.Tensor, shaped_returns: torch.Tensor, tol: float = 1e-8) -> torch.Tensor:

@@ -7,7 +7,8 @@ One update, top to bottom:
             (self_guide: before each action the policy writes z_t, a self-assessment of its
             latest step, and then acts with z_t in view)
     reward  R = the trajectory's final task score (or success); with Self-Guide's
-            guidance_reward, R = R_env + λ(u)·Σ_t r_t, λ(u) the trust schedule
+            guidance_reward, R = R_env + λ(u)·Σ_t r_t, λ(u) the trust schedule (guidance_form:
+            the mean over the notes, or the sum capped at R_env, instead)
     adv     the config's advantage_estimator (algos/advantages.py): grpo, A = (R − mean_group) /
             (std_group + ε) shared by every generated token; gigpo adds a step-level advantage
             per turn from the turns taken from the same state in the group
@@ -41,7 +42,9 @@ import torch
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.evaluate import summarize
 from hindsight.algos.grpo import Aggregation, nonzero_variance_groups, top_spread_groups
-from hindsight.algos.selfguide import TrustSchedule, guidance_only_groups, shaped_return, update_progress
+from hindsight.algos.selfguide import (
+    GuidanceForm, TrustSchedule, guidance_only_groups, shaped_return, update_progress,
+)
 from hindsight.configs import option
 from hindsight.diagnostics.live import live_tide_metrics
 from hindsight.methods.basics import PolicyGradientBasics
@@ -68,6 +71,9 @@ class GRPOConfig(PolicyGradientBasics):
                                          "every group")
     guidance_reward: bool = option(False, "Self-Guide's guidance reward (needs self_guide): R = R_env + λ(u)·Σ_t r_t, "
                                           "r_t = +0.1/0/−0.1 for a positive/neutral/negative self-assessment")
+    guidance_form: str = option("sum", "how the notes' step rewards are added: sum (the paper, λ·Σ_t r_t: always-"
+                                       "positive notes pay for length), mean (λ·mean_t r_t) or capped (λ·Σ_t r_t, "
+                                       "its positive part at most R_env: notes never pay a failure)")
     trust_start: float = option(0.4, "λ(u) is 0 until this fraction of the updates (guidance only)")
     trust_full: float = option(0.5, "λ(u) ramps linearly to 1 by this fraction")
     trust_hold_until: float = option(0.7, "λ(u) stays 1 until this fraction")
@@ -83,6 +89,9 @@ class GRPOConfig(PolicyGradientBasics):
             raise ValueError(f"keep_top_spread must be in (0, 1], not {self.keep_top_spread}")
         if self.guidance_reward and not self.self_guide:
             raise ValueError("guidance_reward needs self_guide: true (the reward comes from the self-assessments)")
+        forms = [form.value for form in GuidanceForm]
+        if self.guidance_form not in forms:
+            raise ValueError(f"guidance_form must be one of {', '.join(forms)}, not {self.guidance_form!r}")
 
     def trust_schedule(self) -> TrustSchedule:
         return TrustSchedule(self.trust_start, self.trust_full, self.trust_hold_until, self.trust_end)
@@ -132,7 +141,8 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
         engine = RolloutEngine(env_factory, model.sampler, rollout_config)
         trajectories = engine.run(group_tasks(seeds, config.group_size))
         weight = config.guidance_weight(step)
-        shaped = lambda t: shaped_return(config.trajectory_return(t), assessment_labels(t), weight)  # noqa: E731
+        shaped = lambda t: shaped_return(config.trajectory_return(t), assessment_labels(t), weight,  # noqa: E731
+                                         config.guidance_form)
         sampled_steps, refills = sum(t.num_steps for t in trajectories), 0
         if config.dynamic_sampling:
             # DAPO: refill the batch with informative groups of fresh tasks (ids stay unique:

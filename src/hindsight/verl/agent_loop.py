@@ -46,7 +46,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 from hindsight.agent.parser import parse_response
 from hindsight.agent.prompts import INVALID_FEEDBACK, PromptBuilder
 from hindsight.agent.selfguide import FIRST_TURN_QUESTION, LATER_QUESTION, RUBRIC, parse_assessment
-from hindsight.algos.selfguide import TrustSchedule, shaped_return, step_reward, update_progress
+from hindsight.algos.selfguide import GuidanceForm, TrustSchedule, shaped_return, step_reward, update_progress
 from hindsight.envs import make
 from hindsight.verl import AGENT_LOOP_NAME
 
@@ -68,25 +68,29 @@ class SelfGuideRow:
 
     guidance_reward: bool = True
     schedule: TrustSchedule = TrustSchedule()
+    form: GuidanceForm = GuidanceForm.SUM
 
     def to_json(self) -> str:
         s = self.schedule
         return json.dumps({"guidance_reward": self.guidance_reward,
-                           "schedule": [s.start, s.full, s.hold_until, s.end]})
+                           "schedule": [s.start, s.full, s.hold_until, s.end], "form": self.form.value})
 
     @classmethod
     def from_json(cls, text: str) -> SelfGuideRow:
         data = json.loads(text)
         if not isinstance(data, Mapping):
             raise ValueError(f"extra_info.self_guide must be a JSON object, not {text!r}")
-        unknown = set(data) - {"guidance_reward", "schedule"}
+        unknown = set(data) - {"guidance_reward", "schedule", "form"}
         if unknown:
             raise ValueError(f"extra_info.self_guide has unknown keys {sorted(unknown)}")
         points = data.get("schedule", [0.4, 0.5, 0.7, 0.8])
         if not isinstance(points, list) or len(points) != 4:
             raise ValueError(f"extra_info.self_guide.schedule must be four fractions, not {points!r}")
+        forms = [form.value for form in GuidanceForm]
+        if data.get("form", "sum") not in forms:
+            raise ValueError(f"extra_info.self_guide.form must be one of {', '.join(forms)}, not {data['form']!r}")
         return cls(guidance_reward=bool(data.get("guidance_reward", True)),
-                   schedule=TrustSchedule(*(float(p) for p in points)))
+                   schedule=TrustSchedule(*(float(p) for p in points)), form=GuidanceForm(data.get("form", "sum")))
 
 
 @dataclass(frozen=True)
@@ -223,7 +227,7 @@ class HindsightAgentLoop(AgentLoopBase):
                 # The server's weight version is the last finished update; before the first, 0.
                 weight = spec.self_guide.schedule.weight(update_progress(min((version or 0) + 1, schedule_steps),
                                                                          schedule_steps))
-                reward = shaped_return(env_return, labels, weight)
+                reward = shaped_return(env_return, labels, weight, spec.self_guide.form)
             extra = {"selfguide_labels": labels, "selfguide_lambda": weight, "selfguide_env_return": env_return,
                      "selfguide_assessment_sum": sum(step_reward(label) for label in labels),
                      "selfguide_label_parse_failures": label_failures}
