@@ -31,6 +31,20 @@ def test_round_trip_through_a_run_directory(tmp_path):
     assert json.loads(lines[-1])["echo"] == {"s_o": 0.2}
 
 
+def test_a_replaced_log_holds_only_its_new_trajectories(tmp_path):
+    run = RunDir(tmp_path)
+    with run.trajectory_writer("attempts", env="frozenlake") as writer:  # a writer appends
+        writer.write_trajectory(make_trajectory(1))
+    path = run.replace_trajectories("attempts", (make_trajectory(s) for s in (2, 4)), env="frozenlake", split="train")
+    assert path == run.trajectories_dir / "attempts.jsonl"
+    assert [t.seed for t in read_trajectories(path)] == [2, 4]
+    header = json.loads(path.read_text().splitlines()[0])
+    assert header["kind"] == "header" and header["split"] == "train"
+    # Nothing to write still leaves an empty log in place of the old one.
+    run.replace_trajectories("attempts", [], env="frozenlake")
+    assert list(read_trajectories(path)) == []
+
+
 def test_records_are_flushed_as_written(tmp_path):
     run = RunDir(tmp_path)
     writer = run.trajectory_writer("eval")

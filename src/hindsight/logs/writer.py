@@ -18,7 +18,7 @@ import json
 import os
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from hindsight.logs.schema import header_record, trajectory_to_record
 from hindsight.types import Trajectory
@@ -112,6 +112,20 @@ class RunDir:
 
     def trajectory_writer(self, name: str, **header: Any) -> TrajectoryWriter:
         return TrajectoryWriter(self.trajectories_dir / f"{name}.jsonl", **header)
+
+    def replace_trajectories(self, name: str, trajectories: Iterable[Trajectory], **header: Any) -> Path:
+        """Write `trajectories` as the log `name`, in place of any earlier log of that name.
+
+        A trajectory writer appends (a resumed rollout continues its log); a log that is
+        rewritten whole (an evaluation run again, the attempts a run trained on) must start
+        empty, or it would hold both versions.
+        """
+        path = self.trajectories_dir / f"{name}.jsonl"
+        path.unlink(missing_ok=True)
+        with TrajectoryWriter(path, **header) as writer:
+            for trajectory in trajectories:
+                writer.write_trajectory(trajectory)
+        return path
 
     def metrics_writer(self) -> JsonlAppender:
         return JsonlAppender(self.path / "metrics.jsonl")

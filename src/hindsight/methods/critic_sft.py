@@ -89,10 +89,9 @@ def critique_evaluator(
             sampling = SamplingParams(temperature=0.0, max_new_tokens=config.critic_max_new_tokens)
             written = [group[0] for group in critic.critique(held_out, 1, sampling)]
         expected = [template_critique(attempt) for attempt in held_out]
-        (run.dir.trajectories_dir / f"{name}.jsonl").unlink(missing_ok=True)
-        with run.dir.trajectory_writer(name, env=config.env, split=split) as writer:
-            for attempt, critique, target in zip(held_out, written, expected):
-                writer.write_trajectory(attempt.with_meta(template_critique=target, critic_output=critique.output))
+        run.dir.replace_trajectories(name, (attempt.with_meta(template_critique=target, critic_output=critique.output)
+                                            for attempt, critique, target in zip(held_out, written, expected)),
+                                     env=config.env, split=split)
         matches = [c.parsed.critique == parse_critique(t).critique for c, t in zip(written, expected)]
         # Solved attempts only need "none"; the unsolved ones show whether the critic finds the mistake.
         unsolved = [match for match, attempt in zip(matches, held_out) if not attempt.success]

@@ -452,9 +452,7 @@ def evaluate_with_critic(
     engine = RolloutEngine(lambda: make(settings.env, **settings.env_kwargs), model.sampler, rollout)
     refinements = refine(engine, attempts, critiques, [attempt.id for attempt in attempts])
     scores = EchoScores.compute(config, attempts, refinements)
-    (run.trajectories_dir / f"{name}-refined.jsonl").unlink(missing_ok=True)
-    with run.trajectory_writer(f"{name}-refined", env=settings.env, split=rollout.split) as writer:
-        for trajectory in scores.annotate(config, refinements, critic.name):
-            writer.write_trajectory(trajectory)
+    run.replace_trajectories(f"{name}-refined", scores.annotate(config, refinements, critic.name), env=settings.env,
+                             split=rollout.split)
     summary = summarize((t for row in refinements for t in row), time.perf_counter() - started)
     return summary, mean_gain(scores.initial, scores.refined)

@@ -119,10 +119,7 @@ def compare_refinement(
     logs = {"initial": first_attempts, "critic-guided": guided_scores.annotate(config, guided, guide.name),
             "regeneration": plain_scores.annotate(config, plain, "none")}
     for name, trajectories in logs.items():
-        (target.trajectories_dir / f"{name}.jsonl").unlink(missing_ok=True)
-        with target.trajectory_writer(name, env=config.env, split=split) as writer:
-            for trajectory in trajectories:
-                writer.write_trajectory(trajectory)
+        target.replace_trajectories(name, trajectories, env=config.env, split=split)
     guided_gain = mean_gain(guided_scores.initial, guided_scores.refined)
     plain_gain = mean_gain(plain_scores.initial, plain_scores.refined)
     initial_summary = summarize(first_attempts)

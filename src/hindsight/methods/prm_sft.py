@@ -179,15 +179,13 @@ def prm_evaluator(config: PRMSFTConfig, run: TrainingRun, model: TrainableModel,
         answers = judge.score([move.query for move in moves])
         learned = [None if answer.error else answer.value for answer in answers]
         result = agreement(learned, [move.score for move in moves], majority)
-        (run.dir.trajectories_dir / f"{name}.jsonl").unlink(missing_ok=True)
         by_attempt: dict[str, list[dict[str, Any]]] = {}
         for move, answer, value in zip(moves, answers, learned):
             by_attempt.setdefault(move.query.trajectory.id, []).append(
                 {"at": move.query.at, "action": move.query.action, "oracle": move.score, "learned": value,
                  "answer": answer.text})
-        with run.dir.trajectory_writer(name, env=config.env, split=split) as writer:
-            for attempt in held_out:
-                writer.write_trajectory(attempt.with_meta(prm_scores=by_attempt.get(attempt.id, [])))
+        run.dir.replace_trajectories(name, (attempt.with_meta(prm_scores=by_attempt.get(attempt.id, []))
+                                            for attempt in held_out), env=config.env, split=split)
         return result.metrics(prefix), vars(result)
 
     return evaluate

@@ -177,18 +177,17 @@ def assessment_evaluator(config: SFTConfig, run: TrainingRun, model: TrainableMo
             for first in range(0, len(steps), ASSESSMENT_BATCH):
                 chunk = steps[first : first + ASSESSMENT_BATCH]
                 answers += [assessor.parse(c) for c in model.sampler.generate([s.request for s in chunk], params)]
+                said_negative = sum(answer.label == Label.NEGATIVE.value for answer in answers)
                 for _ in chunk:
-                    progress.advance(f"{sum(a.label == 'negative' for a in answers)} said negative")
+                    progress.advance(f"{said_negative} said negative")
         predicted = [None if answer.parse_error else Label(answer.label) for answer in answers]
         result = label_agreement_stats(predicted, [step.oracle for step in steps])
         by_trajectory: dict[str, list[dict[str, Any]]] = {}
         for step, answer, label in zip(steps, answers, predicted):
             by_trajectory.setdefault(step.trajectory.id, []).append(
                 {"at": step.at, "oracle": step.oracle.value, "label": label and label.value, "text": answer.text})
-        (run.dir.trajectories_dir / f"{name}.jsonl").unlink(missing_ok=True)
-        with run.dir.trajectory_writer(name, env=config.env, split=split) as writer:
-            for trajectory in held_out:
-                writer.write_trajectory(trajectory.with_meta(judged=by_trajectory.get(trajectory.id, [])))
+        run.dir.replace_trajectories(name, (trajectory.with_meta(judged=by_trajectory.get(trajectory.id, []))
+                                            for trajectory in held_out), env=config.env, split=split)
         return result.metrics(prefix), {**vars(result), "passes_gate": result.passes_gate}
 
     return evaluate
@@ -201,12 +200,11 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
     config = run.config
 
     started = time.perf_counter()
-    saved_demos = run.dir.trajectories_dir / "demos.jsonl"
     collection = Collection([])
     if resume and list_checkpoints(run.path):
         # The demonstrations the interrupted run trained on, not a fresh collection (its cost is
         # in the step-0 row already logged).
-        demos = list(read_trajectories(saved_demos))
+        demos = list(read_trajectories(run.dir.trajectories_dir / "demos.jsonl"))
     else:
         if not config.assessment_only:
             collection = collect_demonstrations(config)
@@ -220,10 +218,7 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
             demos = [replace(t, steps=tuple(_action_only(s) for s in t.steps)) for t in demos]
         if config.self_guide:
             demos = [with_oracle_assessments(t, config.pre_action()) for t in demos]
-        saved_demos.unlink(missing_ok=True)
-        with run.dir.trajectory_writer("demos", env=config.env) as writer:
-            for trajectory in demos:
-                writer.write_trajectory(trajectory)
+        run.dir.replace_trajectories("demos", demos, env=config.env)
     collect_s = time.perf_counter() - started
 
     model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, config.full_finetune,

@@ -116,17 +116,13 @@ def warm_start_attempts(
     trajectories of `env_id` (a run directory or .jsonl file) or the policy's fresh ones on train
     tasks, filtered by `keep` and saved (as `saved_as` writes them) in the run's attempts.jsonl. A
     resumed run reads back the attempts it saved, not a fresh sample."""
-    saved = run.dir.trajectories_dir / "attempts.jsonl"
     if resume and list_checkpoints(run.path):
-        kept = list(read_trajectories(saved))
+        kept = list(read_trajectories(run.dir.trajectories_dir / "attempts.jsonl"))
         return kept, kept
     if logged:
         attempts = [t for t in read_trajectories(logged) if t.env == env_id]
     else:
         attempts = policy_attempts(run.config, model, "train", episodes, samples, temperature, run.config.seed)
     kept = keep(attempts)
-    saved.unlink(missing_ok=True)
-    with run.dir.trajectory_writer("attempts", env=run.config.env, split="train") as writer:
-        for attempt in kept:
-            writer.write_trajectory(saved_as(attempt))
+    run.dir.replace_trajectories("attempts", map(saved_as, kept), env=run.config.env, split="train")
     return attempts, kept
