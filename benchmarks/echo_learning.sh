@@ -61,15 +61,7 @@ for stage in $stages; do
     ;;
   check)
     foreground "evaluate '$out/start-validation' --model '$model+$start' --episodes 100 --split validation --temperature 0"
-    python - "$out" <<'PY'
-import json, sys
-from pathlib import Path
-from hindsight.logs import read_metrics
-out = Path(sys.argv[1])
-print("policy start, validation success:", json.loads((out / "start-validation" / "summary.json").read_text())["success_rate"])
-final = [row for row in read_metrics(out / "critic") if "final_validation/critique_match_rate" in row][-1]
-print("critic, validation:", {k: v for k, v in final.items() if k.startswith("final_validation/")})
-PY
+    python benchmarks/critic_check.py "$out" --label "policy start"
     ;;
   arms)
     for seed in 0 1 2; do

@@ -410,3 +410,27 @@ def test_cso_table_compares_cso_with_step_dpo_under_the_same_noisy_or_learned_pr
     assert "| CSO, learned PRM | 0 | – | – | – | – |" in text
     assert "| CSO, oracle PRM with 40% noise − Step-DPO, oracle PRM with 40% noise | +0.500 [" in text
     assert "| CSO, learned PRM − Step-DPO, learned PRM | not yet" in text
+
+
+def test_critic_check_prints_both_starts_and_refuses_a_missing_one(tmp_path, capsys):
+    import critic_check
+
+    out = tmp_path / "echo"
+    RunDir(out / "start-validation").write_summary({"success_rate": 0.52})
+    (out / "critic").mkdir()
+    rows = [{"step": 3, "critic_sft/loss": 0.1},
+            {"step": 3, "final_validation/critique_match_rate": 0.54, "final_validation/unsolved": 12, "other": 1}]
+    (out / "critic" / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert critic_check.main([str(out), "--label", "policy start"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == ["policy start, validation success: 0.52",
+                       "critic, validation: {'final_validation/critique_match_rate': 0.54, "
+                       "'final_validation/unsolved': 12}"]
+    (out / "critic" / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    with pytest.raises(SystemExit) as exit_info:
+        critic_check.main([str(out)])
+    assert exit_info.value.code == 2 and "no final validation" in capsys.readouterr().err
+    (out / "critic" / "metrics.jsonl").unlink()
+    with pytest.raises(SystemExit) as exit_info:
+        critic_check.main([str(out)])
+    assert exit_info.value.code == 2 and "train the critic first" in capsys.readouterr().err
