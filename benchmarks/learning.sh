@@ -18,7 +18,8 @@
 #           per batch, so the clip is active); RAGEN's variance filter (keep_top_spread 0.25);
 #           GiGPO at lr 5e-4 and KL 0.05 at lr 5e-4 (both against abl-lr5e-4); training maps with
 #           p_hole 0.35 (the test maps keep 0.2: eval_env_kwargs); GiGPO on training maps with
-#           p_hole 0.35 and 0.5 (against abl-holes0.35), and at p_hole 0.5 with lr 5e-4 and 2e-4
+#           p_hole 0.35 and 0.5 (against abl-holes0.35), and at p_hole 0.5 with lr 5e-4 and 2e-4;
+#           trajectory-mean aggregation at lr 5e-4 and 2e-4
 #   table   test success per run and the paired differences (benchmarks/learning_table.py)
 # A switch with spaces carries its own quotes: a job is one command line (benchmarks/lib.sh).
 # Jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1) keeps a
@@ -81,6 +82,9 @@ for stage in $stages; do
     for lr in 5e-4 2e-4; do
       arm "abl-gigpo-holes0.5-lr$lr" 0 grpo "$recipe" "${switches[@]}" --set advantage_estimator=gigpo --set "lr=$lr" \
           --set "'env_kwargs={max_steps: 8, view: local, p_hole: 0.5}'" --set "'eval_env_kwargs={p_hole: 0.2}'"
+    done
+    for lr in 5e-4 2e-4; do
+      arm "abl-trajmean-lr$lr" 0 grpo "$recipe" "${switches[@]}" --set aggregation=trajectory_mean --set "lr=$lr"
     done
     wait
     ;;

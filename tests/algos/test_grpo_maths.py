@@ -20,7 +20,8 @@ def loop_advantages(rewards, normalize_std=True, eps=1e-6):
     return out
 
 
-def loop_loss(logp, logp_old, adv, mask, trajectories, clip_low, clip_high, aggregation, logp_ref=None, kl_coef=0.0):
+def loop_loss(logp, logp_old, adv, mask, trajectories, clip_low, clip_high, aggregation, logp_ref=None, kl_coef=0.0,
+              entropy=None, entropy_coef=0.0):
     """The aggregated loss written out: per-token terms, then the aggregation's plain definition.
 
     Row b is one turn of trajectory trajectories[b] (a trajectory's turns need not be adjacent).
@@ -35,6 +36,8 @@ def loop_loss(logp, logp_old, adv, mask, trajectories, clip_low, clip_high, aggr
             if logp_ref is not None:
                 r = logp_ref[b][t] - logp[b][t]
                 term += kl_coef * (math.exp(r) - r - 1)
+            if entropy is not None:
+                term -= entropy_coef * entropy[b][t]
             terms.append((trajectories[b], b, term))
     if aggregation is Aggregation.TOKEN_MEAN:
         return sum(term for _, _, term in terms) / len(terms)
@@ -128,6 +131,30 @@ def test_clipped_loss_matches_loop(aggregation, clip):
                          aggregation, logp_ref.tolist(), 0.05)
     assert loss.item() == pytest.approx(expected, rel=1e-5, abs=1e-6)
     assert 0 < stats.clip_frac < 1
+
+
+@pytest.mark.parametrize("aggregation", list(Aggregation))
+def test_the_entropy_bonus_matches_loop(aggregation):
+    logp, logp_old, logp_ref, adv, mask = loss_inputs(2)
+    entropy = torch.rand(logp.shape) * 1.4
+    weights = weights_for(mask, TRAJECTORIES, aggregation)
+    loss, stats = clipped_policy_loss(logp, logp_old, adv, mask, weights, logp_ref=logp_ref, kl_coef=0.05,
+                                      entropy=entropy, entropy_coef=0.01)
+    expected = loop_loss(logp.tolist(), logp_old.tolist(), adv.tolist(), mask.tolist(), TRAJECTORIES, 0.2, 0.2,
+                         aggregation, logp_ref.tolist(), 0.05, entropy.tolist(), 0.01)
+    assert loss.item() == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    # The logged entropy is the bonus's own aggregate: the loss without it, minus 0.01 of it.
+    plain, _ = clipped_policy_loss(logp, logp_old, adv, mask, weights, logp_ref=logp_ref, kl_coef=0.05)
+    assert loss.item() == pytest.approx(plain.item() - 0.01 * stats.entropy, rel=1e-5, abs=1e-6)
+    no_bonus = loop_loss(logp.tolist(), logp_old.tolist(), adv.tolist(), mask.tolist(), TRAJECTORIES, 0.2, 0.2,
+                         aggregation, logp_ref.tolist(), 0.05, [[1.0] * logp.shape[1]] * logp.shape[0], 0.0)
+    assert plain.item() == pytest.approx(no_bonus, rel=1e-5, abs=1e-6)
+
+
+def test_the_entropy_bonus_needs_entropies():
+    logp, logp_old, _, adv, mask = loss_inputs()
+    with pytest.raises(ValueError, match="entropy"):
+        clipped_policy_loss(logp, logp_old, adv, mask, entropy_coef=0.01)
 
 
 @pytest.mark.parametrize("aggregation", list(Aggregation))

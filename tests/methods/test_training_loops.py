@@ -299,6 +299,17 @@ def test_keep_top_spread_trains_only_that_share_of_the_groups(tiny_model_dir, tm
         GRPOConfig(keep_top_spread=0.0)
 
 
+def test_the_entropy_bonus_trains_groups_whose_returns_tie(tiny_model_dir, tmp_path):
+    common = dict(updates=1, eval_every=0, final_eval_split="", tasks_per_update=2, kl_coef=0.0)
+    plain = read_metrics(train_grpo(grpo_config(tiny_model_dir, **common), tmp_path / "plain"))
+    bonus = read_metrics(train_grpo(grpo_config(tiny_model_dir, entropy_coef=0.01, **common), tmp_path / "bonus"))
+    # The tiny model never succeeds, so every group ties: nothing trains without the bonus.
+    assert "policy/sequences" not in plain[-1] and "policy/entropy" not in plain[-1]
+    assert bonus[-1]["policy/sequences"] > 0 and bonus[-1]["policy/entropy"] > 0
+    with pytest.raises(ValueError, match="entropy_coef"):
+        GRPOConfig(entropy_coef=-0.1)
+
+
 def test_kl_reference_init_anchors_grpo_to_its_sft_start(tiny_lora_model_dir, tmp_path):
     sft = train_sft(SFTConfig(model=f"hf:{tiny_lora_model_dir}", env_kwargs={"size": 3}, demo_episodes=4, epochs=1,
                               batch_size=4, micro_batch_size=4, lr=5e-2, warmup_steps=0, eval_episodes=0),

@@ -122,3 +122,55 @@ def test_a_token_cap_splits_micro_batches_and_leaves_the_step_unchanged(tiny_lor
     step = torch.cat([(p.detach() - b).flatten() for p, b in zip(params, before)])
     gradient = torch.cat([g.flatten() for g in expected])
     assert (step + gradient).norm() <= 1e-4 * gradient.norm()
+
+
+def plain_loop_entropy(model, turns=TURNS) -> torch.Tensor:
+    """Token mean, over every generated token of `turns`, of the entropy of the full next-token
+    distribution, computed from the logits of one turn at a time."""
+    total, tokens = 0.0, 0
+    for sequence in turns:
+        ids = torch.tensor([sequence.input_ids])
+        logits = model.model(input_ids=ids).logits[0, :-1].float()
+        log_dist = torch.log_softmax(logits, dim=-1)
+        for t, generated in enumerate(sequence.loss_mask[1:]):
+            if generated:
+                total = total - (log_dist[t].exp() * log_dist[t]).sum()
+                tokens += 1
+    return total / tokens
+
+
+def test_the_entropy_bonus_trains_every_turn_and_follows_the_plain_loop_gradient(tiny_lora_model_dir):
+    torch.manual_seed(0)
+    model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), lora_rank=4, lora_alpha=8, full_finetune=False)
+    params = model.parameters()
+    with torch.no_grad():
+        for p in params:
+            p.add_(torch.randn_like(p) * 0.05)
+    coef = 0.3
+    objective = plain_loop_objective(model, Aggregation.TOKEN_MEAN, PROMPTED) - coef * plain_loop_entropy(model, PROMPTED)
+    expected = torch.autograd.grad(objective, params)
+    entropy_before = float(plain_loop_entropy(model, PROMPTED).detach())
+    before = [p.detach().clone() for p in params]
+    settings = UpdateSettings(aggregation=Aggregation.TOKEN_MEAN, micro_batch_size=4, max_grad_norm=1e9,
+                              entropy_coef=coef)
+    stats = policy_gradient_update(model, PROMPTED, [ADVANTAGE[s.trajectory_id] for s in PROMPTED],
+                                   torch.optim.SGD(params, lr=1.0), None, settings)
+    step = torch.cat([(p.detach() - b).flatten() for p, b in zip(params, before)])
+    gradient = torch.cat([g.flatten() for g in expected])
+    assert (step + gradient).norm() <= 1e-4 * gradient.norm()
+    assert stats.sequences == len(PROMPTED)  # t2's zero-advantage turns now train: the bonus applies to them
+    assert stats.entropy == pytest.approx(entropy_before, rel=1e-4)
+
+
+def test_no_entropy_is_computed_or_logged_without_the_bonus(tiny_lora_model_dir):
+    from hindsight.methods.metrics import update_metrics
+
+    model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), lora_rank=4, lora_alpha=8, full_finetune=False)
+    stats = policy_gradient_update(model, TURNS, [ADVANTAGE[s.trajectory_id] for s in TURNS],
+                                   torch.optim.SGD(model.parameters(), lr=0.1), None, UpdateSettings())
+    assert stats.entropy is None
+    assert "policy/entropy" not in update_metrics("policy", stats, 0.1)
+    with_bonus = policy_gradient_update(model, TURNS, [ADVANTAGE[s.trajectory_id] for s in TURNS],
+                                        torch.optim.SGD(model.parameters(), lr=0.1), None,
+                                        UpdateSettings(entropy_coef=0.01))
+    assert update_metrics("policy", with_bonus, 0.1)["policy/entropy"] == pytest.approx(with_bonus.entropy)

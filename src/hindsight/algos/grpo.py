@@ -216,6 +216,7 @@ class PolicyLossStats:
     kl: float
     clip_frac: float
     ratio_mean: float
+    entropy: float = 0.0  # aggregated like the loss; 0 when no entropies were given
 
 
 def clipped_policy_loss(
@@ -229,8 +230,10 @@ def clipped_policy_loss(
     clip_high: float = 0.2,
     logp_ref: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    entropy: torch.Tensor | None = None,
+    entropy_coef: float = 0.0,
 ) -> tuple[torch.Tensor, PolicyLossStats]:
-    """PPO/GRPO clipped surrogate with optional k3 KL penalty.
+    """PPO/GRPO clipped surrogate with an optional k3 KL penalty and entropy bonus.
 
     logp:       [B, T] log-probs of the sampled tokens under the policy being trained.
     logp_old:   [B, T] log-probs under the policy that sampled them (no gradient).
@@ -239,9 +242,14 @@ def clipped_policy_loss(
     weights:    [B] weight of each sequence's token sum (`sequence_weights`); by default
                 each sequence is its own trajectory (mean per sequence, then over them).
     logp_ref:   [B, T] log-probs under the frozen reference, needed when kl_coef > 0.
+    entropy:    [B, T] entropy of the policy's whole next-token distribution at each
+                position (with gradient), needed when entropy_coef > 0.
 
-    Per token: −min(ρ·A, clip(ρ, 1 − clip_low, 1 + clip_high)·A) + kl_coef·k3, with
-    ρ = exp(logp − logp_old), aggregated with `weights`. Returns (loss, stats).
+    Per token: −min(ρ·A, clip(ρ, 1 − clip_low, 1 + clip_high)·A) + kl_coef·k3
+    − entropy_coef·H, with ρ = exp(logp − logp_old), aggregated with `weights`. The bonus
+    pays every generated token for keeping its distribution wide, whatever the advantage,
+    which is what holds exploration up when most groups have tied returns (verl's
+    `entropy_coeff`). Returns (loss, stats).
     """
     mask = mask.to(logp.dtype)
     if weights is None:
@@ -258,7 +266,10 @@ def clipped_policy_loss(
     if kl_coef and logp_ref is None:
         raise ValueError("kl_coef > 0 needs logp_ref")
     kl = aggregate(k3_kl(logp, logp_ref.detach()), mask, weights) if logp_ref is not None else pg_loss.new_zeros(())
-    loss = pg_loss + kl_coef * kl
+    if entropy_coef and entropy is None:
+        raise ValueError("entropy_coef > 0 needs the entropy of each position")
+    mean_entropy = aggregate(entropy, mask, weights) if entropy is not None else pg_loss.new_zeros(())
+    loss = pg_loss + kl_coef * kl - entropy_coef * mean_entropy
     with torch.no_grad():
         tokens = mask.sum().clamp(min=1)
         clip_frac = (((clipped < unclipped).to(logp.dtype)) * mask).sum() / tokens
@@ -268,5 +279,6 @@ def clipped_policy_loss(
             kl=float(kl),
             clip_frac=float(clip_frac),
             ratio_mean=float((ratio * mask).sum() / tokens),
+            entropy=float(mean_entropy),
         )
     return loss, stats

@@ -222,6 +222,8 @@ class PolicyGradientBasics(TrainingBasics):
     clip_low: float = option(0.2, "lower clip ε (ratio ≥ 1 − ε)")
     clip_high: float = option(0.2, "upper clip ε (ratio ≤ 1 + ε); DAPO's clip-higher uses 0.28")
     kl_coef: float = option(0.0, "β of the k3 KL to the reference (kl_reference); 0 disables it")
+    entropy_coef: float = option(0.0, "weight of an entropy bonus on every generated token (verl's entropy_coeff), "
+                                      "which holds exploration up when most groups have tied returns; 0 disables it")
     kl_reference: str = option("base", "what kl_coef pulls each role toward: base (the base model, adapters off) or "
                                        "init (a frozen copy of the weights the role starts from: init_from for the "
                                        "policy, e.g. the SFT warm start; critic_init_from for ECHO's critic)")
@@ -268,6 +270,8 @@ class PolicyGradientBasics(TrainingBasics):
             raise ValueError("group_size must be >= 2 (advantages are relative to the group)")
         if self.checkpoint_every < 1:
             raise ValueError("checkpoint_every must be >= 1")
+        if self.kl_coef < 0 or self.entropy_coef < 0:
+            raise ValueError("kl_coef and entropy_coef must be >= 0")
         if self.kl_reference not in ("base", "init"):
             raise ValueError(f"kl_reference must be 'base' or 'init', not {self.kl_reference!r}")
         if self.kl_reference == "init" and not self.init_from:
@@ -278,7 +282,7 @@ class PolicyGradientBasics(TrainingBasics):
 
     def update_settings(self) -> UpdateSettings:
         return UpdateSettings(
-            clip_low=self.clip_low, clip_high=self.clip_high, kl_coef=self.kl_coef,
+            clip_low=self.clip_low, clip_high=self.clip_high, kl_coef=self.kl_coef, entropy_coef=self.entropy_coef,
             aggregation=self.aggregation, epochs=self.epochs,
             micro_batch_size=self.micro_batch_size, micro_batch_tokens=self.micro_batch_tokens,
             max_grad_norm=self.max_grad_norm, shared_tokens=self.shared_tokens,

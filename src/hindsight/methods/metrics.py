@@ -19,11 +19,14 @@ if TYPE_CHECKING:
 
 def update_metrics(area: str, stats: UpdateStats, lr: float) -> dict[str, float]:
     """Metric row entries of one role's update, named `area/…`."""
-    return {
+    row = {
         f"{area}/loss": stats.loss, f"{area}/pg_loss": stats.pg_loss, f"{area}/kl": stats.kl,
         f"{area}/clip_frac": stats.clip_frac, f"{area}/grad_norm": stats.grad_norm, f"{area}/lr": lr,
         f"{area}/sequences": stats.sequences, f"{area}/tokens": stats.tokens,
     }
+    if stats.entropy is not None:  # computed only for the entropy bonus
+        row[f"{area}/entropy"] = stats.entropy
+    return row
 
 
 def redundancy_metrics(*stats: UpdateStats | None) -> dict[str, float]:

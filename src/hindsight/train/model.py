@@ -121,18 +121,9 @@ def _head_and_body(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Mo
     return (body, head) if body is not None and head is not None else None
 
 
-def token_logprobs(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
-    """log p(input_ids[:, t+1] | input_ids[:, :t+1]) where loss_mask is 1, else 0: [B, T − 1].
-
-    Only masked-in positions are needed by every loss, so the vocabulary projection runs
-    on those positions alone (most tokens of a turn are prompt): it saves the largest
-    activation of the forward pass and a fifth of its compute on a small model.
-
-    With a `shared_prefix` P, the prefix is encoded once (one row, keeping its graph) and
-    its keys and values are repeated for every row; the rows then encode only their own
-    tokens, at positions P onwards. The prefix's gradient is the sum of every row's, as
-    in the plain form, and the log-probs equal it within float noise.
-    """
+def _selected_logits(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Float32 next-token logits at the masked-in positions, [N, V], and their targets, [N]
+    (N = loss_mask.sum()); see `token_logprobs`."""
     targets = batch.input_ids[:, 1:]
     selected = batch.loss_mask > 0
     prefix = batch.shared_prefix
@@ -149,10 +140,40 @@ def token_logprobs(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
         logits = network(**inputs).logits[:, :-1][own]
     else:
         logits = parts[1](network(**inputs).last_hidden_state[:, :-1][own])
+    return logits.float(), targets[:, prefix:][own]
+
+
+def _scatter(batch: Batch, values: torch.Tensor) -> torch.Tensor:
+    """Per-position values of the masked-in positions, [N], placed in a [B, T − 1] zero tensor."""
+    out = torch.zeros(batch.loss_mask.shape, dtype=values.dtype, device=values.device)
+    return out.masked_scatter(batch.loss_mask > 0, values)
+
+
+def token_logprobs(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+    """log p(input_ids[:, t+1] | input_ids[:, :t+1]) where loss_mask is 1, else 0: [B, T − 1].
+
+    Only masked-in positions are needed by every loss, so the vocabulary projection runs
+    on those positions alone (most tokens of a turn are prompt): it saves the largest
+    activation of the forward pass and a fifth of its compute on a small model.
+
+    With a `shared_prefix` P, the prefix is encoded once (one row, keeping its graph) and
+    its keys and values are repeated for every row; the rows then encode only their own
+    tokens, at positions P onwards. The prefix's gradient is the sum of every row's, as
+    in the plain form, and the log-probs equal it within float noise.
+    """
+    logits, targets = _selected_logits(model, batch)
     # cross_entropy avoids materialising a second [N, V] log-softmax tensor.
-    picked = -torch.nn.functional.cross_entropy(logits.float(), targets[:, prefix:][own], reduction="none")
-    out = torch.zeros(targets.shape, dtype=picked.dtype, device=picked.device)
-    return out.masked_scatter(selected, picked)
+    return _scatter(batch, -torch.nn.functional.cross_entropy(logits, targets, reduction="none"))
+
+
+def token_logprobs_and_entropy(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """`token_logprobs` and, at the same positions, the entropy of the whole next-token
+    distribution, both with gradient: two [B, T − 1] tensors (0 off the loss mask)."""
+    logits, targets = _selected_logits(model, batch)
+    log_dist = torch.log_softmax(logits, dim=-1)
+    logp = log_dist.gather(1, targets.unsqueeze(1)).squeeze(1)
+    entropy = -(log_dist.exp() * log_dist).sum(dim=-1)
+    return _scatter(batch, logp), _scatter(batch, entropy)
 
 
 #: Frozen reference adapters are named `reference_ROLE`; they are never saved.
@@ -251,6 +272,11 @@ class TrainableModel:
     def logprobs(self, batch: Batch) -> torch.Tensor:
         """Token log-probs under the active role, with gradient: [B, T − 1] (0 off the loss mask)."""
         return token_logprobs(self.model, batch)
+
+    def logprobs_and_entropy(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token log-probs and next-token entropies under the active role, with gradient:
+        two [B, T − 1] tensors (0 off the loss mask)."""
+        return token_logprobs_and_entropy(self.model, batch)
 
     def freeze_reference(self, source: str | Path | AdapterWeights, role: str = "policy") -> None:
         """Make a frozen copy of an adapter the KL reference of `role` (each role has its own).

@@ -26,6 +26,7 @@ class UpdateSettings:
     clip_low: float = 0.2
     clip_high: float = 0.2
     kl_coef: float = 0.0
+    entropy_coef: float = 0.0  # weight of the entropy bonus (every generated token, any advantage)
     aggregation: str = Aggregation.TRAJECTORY_MEAN  # a name in LOSS_AGGREGATIONS
     epochs: int = 1
     micro_batch_size: int = 4
@@ -43,6 +44,7 @@ class UpdateStats:
     kl: float
     clip_frac: float
     grad_norm: float
+    entropy: float | None  # mean next-token entropy of the trained tokens (None: no bonus, not computed)
     sequences: int
     tokens: int  # pushed through the model in one epoch (a shared prefix once, no padding)
     distinct_tokens: int  # the batch's prefix tree: the floor of `tokens`
@@ -96,7 +98,7 @@ def policy_gradient_update(
     The behaviour log-probs (logp_old) are those of the weights before the first step.
     With one epoch they equal the current log-probs, so their forward pass is skipped.
     Sequences with zero advantage contribute no policy gradient; when there is also no
-    KL term they are skipped entirely but still count in the loss's denominator, so the
+    KL term and no entropy bonus they are skipped entirely but still count in the loss's denominator, so the
     objective is the same as if they had been computed. Returns None when nothing is
     left to train on.
 
@@ -113,7 +115,7 @@ def policy_gradient_update(
     # The first token has no prediction, so it never carries loss (collate drops it too).
     loss_tokens = [sum(s.loss_mask[1:]) for s in sequences]
     unit_ids = [s.trajectory_id for s in sequences]
-    keep = [i for i, a in enumerate(advantages) if a != 0.0 or settings.kl_coef > 0]
+    keep = [i for i, a in enumerate(advantages) if a != 0.0 or settings.kl_coef > 0 or settings.entropy_coef > 0]
     kept_tokens = sum(loss_tokens[i] for i in keep)
     total_units, total_kept, total_kept_tokens = workers.sum(
         [aggregation_units(aggregation, loss_tokens, unit_ids), len(keep), kept_tokens])
@@ -138,23 +140,28 @@ def policy_gradient_update(
         if settings.kl_coef > 0:
             ref = [model.reference_logprobs(batch) for batch in batches]
 
-    totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "grad_norm": 0.0}
+    totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "grad_norm": 0.0}
     compute_s = 0.0
     for _ in range(settings.epochs):
         optimizer.zero_grad(set_to_none=True)
         for index, batch in enumerate(batches):
             compute_started = time.perf_counter()
-            logp = model.logprobs(batch)
+            entropy = None
+            if settings.entropy_coef > 0:
+                logp, entropy = model.logprobs_and_entropy(batch)
+            else:
+                logp = model.logprobs(batch)
             logp_old = old[index] if old is not None else logp.detach()
             loss, stats = clipped_policy_loss(
                 logp, logp_old, batch_adv[index], batch.loss_mask, batch_weights[index],
                 clip_low=settings.clip_low, clip_high=settings.clip_high,
                 logp_ref=ref[index] if ref is not None else None, kl_coef=settings.kl_coef,
+                entropy=entropy if settings.entropy_coef > 0 else None, entropy_coef=settings.entropy_coef,
             )
             # The weights already hold the batch's normaliser: micro-batch losses just add up.
             loss.backward()
             compute_s += time.perf_counter() - compute_started
-            for key in ("loss", "pg_loss", "kl"):
+            for key in ("loss", "pg_loss", "kl", "entropy"):
                 totals[key] += getattr(stats, key) / settings.epochs
             # The share of clipped tokens, whatever the micro-batching.
             token_share = float(batch.loss_mask.sum()) / total_kept_tokens
@@ -166,17 +173,19 @@ def policy_gradient_update(
         if scheduler is not None:
             scheduler.step()
     model.model.eval()
-    loss_terms = ("loss", "pg_loss", "kl", "clip_frac")
+    loss_terms = ("loss", "pg_loss", "kl", "entropy", "clip_frac")
     summed = workers.sum([totals[key] for key in loss_terms] + [
         len(kept), sum(b.num_tokens for b in batches), sum(float(b.loss_mask.sum()) for b in batches),
         distinct_tokens(kept)])
-    totals.update(zip(loss_terms, summed[:4]))
+    totals.update(zip(loss_terms, summed[:5]))
+    entropy = totals.pop("entropy")
     return UpdateStats(
         **totals,
-        sequences=int(summed[4]),
-        tokens=int(summed[5]),
-        loss_tokens=int(summed[6]),
-        distinct_tokens=int(summed[7]),
+        entropy=entropy if settings.entropy_coef > 0 else None,
+        sequences=int(summed[5]),
+        tokens=int(summed[6]),
+        loss_tokens=int(summed[7]),
+        distinct_tokens=int(summed[8]),
         forward_backward_s=compute_s,
         seconds=time.perf_counter() - started,
     )
