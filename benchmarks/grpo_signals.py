@@ -13,6 +13,11 @@ For each run, from `trajectories/train.jsonl`:
   its own moves (advantage / moves); under turn_mean and token_mean every move (every token)
   weighs the same, so each move gets the whole advantage (token_mean: up to the move's length
   in tokens). Compare the column within a run, not across aggregations;
+- per update: the net advantage (`hindsight.algos.grpo.net_advantage`) of the episodes that
+  trained, as token_mean and as trajectory_mean would weigh them, beside the rollouts' mean
+  action entropy. A positive net advantage is a push toward whatever the policy sampled: under
+  token_mean a group whose successes are longer than its failures gets one, and it sharpens
+  the policy (docs/results.md, issue 45, "Why GRPO sharpens");
 - for Self-Guide runs, per update: the share of scored turns whose self-assessment label equals
   the oracle's, beside the share a judge that always answers "positive" would reach on the
   same turns;
@@ -34,7 +39,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from hindsight.agent.selfguide import oracle_labels
-from hindsight.algos.grpo import Aggregation
+from hindsight.algos.grpo import Aggregation, net_advantage, sequence_weights
 from hindsight.algos.selfguide import GuidanceForm, shaped_return
 from hindsight.diagnostics.runs import read_run_config
 from hindsight.logs import read_trajectories
@@ -70,6 +75,37 @@ def advantage_rows(trajectories, aggregation: Aggregation = Aggregation.TRAJECTO
         n = len(pairs)
         rows.append(f"| {name} | {n} | {sum(m for m, _ in pairs) / n:.1f} | {sum(a for _, a in pairs) / n:+.2f} | "
                     f"{sum(push_per_move(a, m, aggregation) for m, a in pairs) / n:+.3f} |")
+    return rows
+
+
+def episode_tokens(trajectory) -> int:
+    """Generated tokens of an episode (its moves, where the log kept no token ids)."""
+    return sum(len(step.token_ids) if step.token_ids else 1 for step in trajectory.steps)
+
+
+def sharpening_rows(trajectories, drop_zero_variance: bool) -> list[str]:
+    """Per update: the net advantage under token_mean and trajectory_mean, and the action entropy."""
+    per_update = defaultdict(list)
+    for t in trajectories:
+        if t.steps and (advantage_of(t) or not drop_zero_variance):
+            per_update[t.meta.get("update")].append(t)
+    entropy = defaultdict(list)
+    for t in trajectories:
+        for step in t.steps:
+            entropy[t.meta.get("update")].extend(step.action_entropies or ())
+    rows = ["| update | episodes trained | net advantage, token_mean | net advantage, trajectory_mean | "
+            "action entropy |", "|---|---|---|---|---|"]
+    for update in sorted(entropy, key=lambda u: (u is None, u)):
+        trained = per_update.get(update, [])
+        pushes = []
+        for aggregation in (Aggregation.TOKEN_MEAN, Aggregation.TRAJECTORY_MEAN):
+            # An episode is its own unit; a log without ids still has distinct episodes.
+            tokens, ids = [episode_tokens(t) for t in trained], [t.id or f"#{i}" for i, t in enumerate(trained)]
+            weights = sequence_weights(tokens, ids, aggregation, aggregation.units(tokens, ids))
+            pushes.append(net_advantage([advantage_of(t) for t in trained], tokens, weights) if trained else 0.0)
+        mean_entropy = sum(entropy[update]) / len(entropy[update]) if entropy[update] else float("nan")
+        pushes = [round(p, 3) + 0.0 for p in pushes]  # no "-0.000" for a float-noise zero
+        rows.append(f"| {update} | {len(trained)} | {pushes[0]:+.3f} | {pushes[1]:+.3f} | {mean_entropy:.2f} |")
     return rows
 
 
@@ -158,6 +194,7 @@ def main() -> None:
             parser.exit(2, f"error: {run}/config.yaml has aggregation {recorded!r}; known: {known}\n")
         print(f"## {run}\n")
         print("\n".join(advantage_rows(trajectories, aggregation)))
+        print("\n" + "\n".join(sharpening_rows(trajectories, bool(read_run_config(run).get("drop_zero_variance")))))
         agreement = agreement_rows(trajectories)
         if agreement:
             print("\n" + "\n".join(agreement))

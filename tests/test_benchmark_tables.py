@@ -228,6 +228,24 @@ def test_grpo_signals_splits_the_advantage_per_move_by_how_episodes_ended(tmp_pa
     assert exit_info.value.code == 2 and "has no training log" in capsys.readouterr().err
 
 
+def test_grpo_signals_shows_the_net_push_of_token_mean_against_trajectory_mean():
+    import grpo_signals
+
+    def episode(seed, moves, success, advantage):
+        return outcome(seed, success, moves, True).with_meta(grpo={"advantage": advantage}, update=1)
+    # (The episodes carry no ids, as in a hand-made log: each is still its own unit.)
+
+    # One group: two 4-move successes (+1) and two 1-move falls (−1), and a tied group (advantage 0).
+    episodes = [episode(1, 4, True, 1.0), episode(1, 4, True, 1.0), episode(1, 1, False, -1.0),
+                episode(1, 1, False, -1.0), episode(2, 3, True, 0.0), episode(2, 3, True, 0.0)]
+    # Token mean: (8 − 2) / 10 moves with the tied group left out, (8 − 2) / 16 with it in.
+    # Trajectory mean: the group's advantages sum to zero, so no push.
+    dropped = grpo_signals.sharpening_rows(episodes, drop_zero_variance=True)
+    assert dropped[2].startswith("| 1 | 4 | +0.600 | +0.000 |")
+    kept = grpo_signals.sharpening_rows(episodes, drop_zero_variance=False)
+    assert kept[2].startswith("| 1 | 6 | +0.375 | +0.000 |")
+
+
 def test_grpo_signals_shows_what_the_guidance_reward_paid_stalls_and_falls():
     import grpo_signals
 

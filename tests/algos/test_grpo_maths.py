@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from hindsight.algos.grpo import (
-    Aggregation, aggregate, clipped_policy_loss, group_advantages, k3_kl, nonzero_variance_groups, sequence_weights,
-    top_spread_groups,
+    Aggregation, aggregate, clipped_policy_loss, group_advantages, k3_kl, net_advantage, nonzero_variance_groups,
+    sequence_weights, top_spread_groups,
 )
 
 
@@ -238,3 +238,36 @@ def test_bandit_learns_the_rewarded_arm():
             loss.backward()
             optimizer.step()
     assert torch.softmax(logits, 0)[best].item() > max(0.9, start + 0.5)
+
+
+def loop_net_advantage(advantages, loss_tokens, trajectories, aggregation):
+    """The aggregated advantage written out: every generated token carries its sequence's advantage."""
+    terms = [(trajectories[s], s, advantages[s]) for s in range(len(advantages)) for _ in range(loss_tokens[s])]
+    if aggregation is Aggregation.TOKEN_MEAN:
+        return sum(a for _, _, a in terms) / len(terms)
+    key = 0 if aggregation is Aggregation.TRAJECTORY_MEAN else 1
+    units = {}
+    for entry in terms:
+        units.setdefault(entry[key], []).append(entry[2])
+    return sum(sum(values) / len(values) for values in units.values()) / len(units)
+
+
+@pytest.mark.parametrize("aggregation", list(Aggregation))
+def test_net_advantage_matches_loop(aggregation):
+    # One group of four episodes: two successes of 3 and 4 turns (7 tokens a turn), two one-turn falls.
+    trajectories = ["s1", "s1", "s1", "s2", "s2", "s2", "s2", "f1", "f2"]
+    adv = {"s1": 1.0, "s2": 1.0, "f1": -1.0, "f2": -1.0}
+    advantages = [adv[t] for t in trajectories]
+    tokens = [7] * len(trajectories)
+    weights = sequence_weights(tokens, trajectories, aggregation, aggregation.units(tokens, trajectories))
+    got = net_advantage(advantages, tokens, weights)
+    assert got == pytest.approx(loop_net_advantage(advantages, tokens, trajectories, aggregation), abs=1e-12)
+    if aggregation is Aggregation.TRAJECTORY_MEAN:
+        assert got == pytest.approx(0.0, abs=1e-12)  # whole groups: no push, whatever the lengths
+    else:
+        assert got == pytest.approx((7 - 2) / 9)  # seven success turns against two fall turns
+
+
+def test_net_advantage_needs_one_entry_per_sequence():
+    with pytest.raises(ValueError, match="one advantage"):
+        net_advantage([1.0, -1.0], [3], torch.ones(2))

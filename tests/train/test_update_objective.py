@@ -8,7 +8,7 @@ minus that gradient, for every aggregation, whatever the micro-batch size.
 import pytest
 import torch
 
-from hindsight.algos.grpo import Aggregation
+from hindsight.algos.grpo import Aggregation, sequence_weights
 from hindsight.methods.model_setup import load_trainable
 from hindsight.train.model import collate
 from hindsight.train.sequences import TrainingSequence
@@ -74,6 +74,11 @@ def test_update_follows_the_plain_loop_gradient(tiny_lora_model_dir, aggregation
     # Batching and padding reassociate float sums: compare relative to the gradient's size.
     assert (step + gradient).norm() <= 1e-4 * gradient.norm()
     assert stats.sequences == 4  # t2's turns have no advantage and no KL term: skipped, yet counted
+    tokens = [sum(s.loss_mask[1:]) for s in turns]
+    units = aggregation.units(tokens, [s.trajectory_id for s in turns])
+    weights = sequence_weights(tokens, [s.trajectory_id for s in turns], aggregation, units)
+    assert stats.net_advantage == pytest.approx(
+        float(sum(w * ADVANTAGE[s.trajectory_id] * n for w, s, n in zip(weights.tolist(), turns, tokens))))
     trained = [s for s in turns if ADVANTAGE[s.trajectory_id]]
     whole = sum(len(s.input_ids) for s in trained)
     shared = shared_tokens and micro_batch_size > 1 and turns is PROMPTED

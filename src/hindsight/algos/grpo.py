@@ -190,6 +190,23 @@ def sequence_weights(
     return torch.where(counts > 0, 1.0 / (per_unit.clamp(min=1) * total_units), 0.0)
 
 
+def net_advantage(advantages: Sequence[float], loss_tokens: Sequence[int], weights: torch.Tensor) -> float:
+    """Σ_s w_s · A_s · n_s: the aggregated advantage of every trained token.
+
+    advantages: [S] one per sequence; loss_tokens: [S] its generated tokens n_s; weights: [S]
+    from `sequence_weights`. A group's advantages sum to zero, but its tokens need not: under
+    token_mean, a group whose successes are longer than its failures puts more tokens behind
+    the positive advantages. This number is the weight the update gives to "make every sampled
+    token likelier", a push that sharpens the policy toward what it already does (it lowers
+    the entropy). Under trajectory_mean it is the mean advantage over trajectories: zero for
+    whole groups, whatever their lengths.
+    """
+    if not len(advantages) == len(loss_tokens) == len(weights):
+        raise ValueError("one advantage, token count and weight per sequence are needed")
+    values = torch.tensor([float(a) * n for a, n in zip(advantages, loss_tokens)], dtype=torch.float64)
+    return float((values * weights.to(torch.float64)).sum())
+
+
 def aggregate(values: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """Σ_s weights[s] · Σ_t mask[s, t] · values[s, t].
 

@@ -23,6 +23,7 @@ def update_metrics(area: str, stats: UpdateStats, lr: float) -> dict[str, float]
         f"{area}/loss": stats.loss, f"{area}/pg_loss": stats.pg_loss, f"{area}/kl": stats.kl,
         f"{area}/clip_frac": stats.clip_frac, f"{area}/grad_norm": stats.grad_norm, f"{area}/lr": lr,
         f"{area}/sequences": stats.sequences, f"{area}/tokens": stats.tokens,
+        f"{area}/net_advantage": stats.net_advantage,
     }
     if stats.entropy is not None:  # computed only for the entropy bonus
         row[f"{area}/entropy"] = stats.entropy

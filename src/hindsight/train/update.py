@@ -13,7 +13,9 @@ from typing import Any, Sequence
 
 import torch
 
-from hindsight.algos.grpo import Aggregation, aggregation_units, clipped_policy_loss, sequence_weights
+from hindsight.algos.grpo import (
+    Aggregation, aggregation_units, clipped_policy_loss, net_advantage, sequence_weights,
+)
 from hindsight.train.distributed import Workers
 from hindsight.train.model import TrainableModel, collate, distinct_tokens
 from hindsight.train.sequences import TrainingSequence
@@ -45,6 +47,7 @@ class UpdateStats:
     clip_frac: float
     grad_norm: float
     entropy: float | None  # mean next-token entropy of the trained tokens (None: no bonus, not computed)
+    net_advantage: float  # the aggregated advantage of every token (`algos.grpo.net_advantage`): > 0 sharpens
     sequences: int
     tokens: int  # pushed through the model in one epoch (a shared prefix once, no padding)
     distinct_tokens: int  # the batch's prefix tree: the floor of `tokens`
@@ -123,6 +126,7 @@ def policy_gradient_update(
     if total_units == 0 or total_kept == 0:
         return None
     weights = sequence_weights(loss_tokens, unit_ids, aggregation, total_units)
+    push = net_advantage(advantages, loss_tokens, weights)
     kept = [sequences[i] for i in keep]
     kept_adv = [float(advantages[i]) for i in keep]
     kept_weights = weights[keep]
@@ -173,19 +177,20 @@ def policy_gradient_update(
         if scheduler is not None:
             scheduler.step()
     model.model.eval()
-    loss_terms = ("loss", "pg_loss", "kl", "entropy", "clip_frac")
+    loss_terms = ("loss", "pg_loss", "kl", "entropy", "clip_frac", "net_advantage")
+    totals["net_advantage"] = push
     summed = workers.sum([totals[key] for key in loss_terms] + [
         len(kept), sum(b.num_tokens for b in batches), sum(float(b.loss_mask.sum()) for b in batches),
         distinct_tokens(kept)])
-    totals.update(zip(loss_terms, summed[:5]))
+    totals.update(zip(loss_terms, summed[:6]))
     entropy = totals.pop("entropy")
     return UpdateStats(
         **totals,
         entropy=entropy if settings.entropy_coef > 0 else None,
-        sequences=int(summed[5]),
-        tokens=int(summed[6]),
-        loss_tokens=int(summed[7]),
-        distinct_tokens=int(summed[8]),
+        sequences=int(summed[6]),
+        tokens=int(summed[7]),
+        loss_tokens=int(summed[8]),
+        distinct_tokens=int(summed[9]),
         forward_backward_s=compute_s,
         seconds=time.perf_counter() - started,
     )
