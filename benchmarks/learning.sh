@@ -20,7 +20,7 @@
 #           p_hole 0.35 (the test maps keep 0.2: eval_env_kwargs); GiGPO on training maps with
 #           p_hole 0.35 and 0.5 (against abl-holes0.35), and at p_hole 0.5 with lr 5e-4 and 2e-4;
 #           trajectory-mean aggregation at lr 5e-4 and 2e-4, and at 5e-4 with DAPO's dynamic sampling;
-#           an entropy bonus of 0.05 at lr 5e-4
+#           an entropy bonus of 0.05, 0.2 and 0.5 at lr 5e-4
 #   table   test success per run and the paired differences (benchmarks/learning_table.py)
 # A switch with spaces carries its own quotes: a job is one command line (benchmarks/lib.sh).
 # Jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1) keeps a
@@ -89,7 +89,9 @@ for stage in $stages; do
     done
     arm abl-trajmean-dyn-lr5e-4 0 grpo "$recipe" "${switches[@]}" --set aggregation=trajectory_mean --set lr=5e-4 \
         --set dynamic_sampling=true
-    arm abl-ent0.05-lr5e-4 0 grpo "$recipe" "${switches[@]}" --set lr=5e-4 --set entropy_coef=0.05
+    for coef in 0.05 0.2 0.5; do
+      arm "abl-ent$coef-lr5e-4" 0 grpo "$recipe" "${switches[@]}" --set lr=5e-4 --set "entropy_coef=$coef"
+    done
     wait
     ;;
   table)

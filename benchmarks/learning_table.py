@@ -41,13 +41,15 @@ ABLATIONS = (("abl-trajectory-mean", "trajectory-mean aggregation"), ("abl-g4", 
              ("abl-gigpo-holes0.5-lr2e-4", "GiGPO, p_hole 0.5, lr 2e-4"),
              ("abl-trajmean-lr5e-4", "trajectory-mean, lr 5e-4"), ("abl-trajmean-lr2e-4", "trajectory-mean, lr 2e-4"),
              ("abl-trajmean-dyn-lr5e-4", "trajectory-mean, lr 5e-4, dynamic sampling"),
-             ("abl-ent0.05-lr5e-4", "entropy bonus 0.05, lr 5e-4"))
+             ("abl-ent0.05-lr5e-4", "entropy bonus 0.05, lr 5e-4"), ("abl-ent0.2-lr5e-4", "entropy bonus 0.2, lr 5e-4"),
+             ("abl-ent0.5-lr5e-4", "entropy bonus 0.5, lr 5e-4"))
 #: Ablations that also pair with another ablation: the one they change one thing of.
 ABLATION_BASES = {"abl-gigpo-lr5e-4": "abl-lr5e-4", "abl-kl-lr5e-4": "abl-lr5e-4",
                   "abl-gigpo-holes0.35": "abl-holes0.35", "abl-gigpo-holes0.5": "abl-gigpo-holes0.35",
                   "abl-gigpo-holes0.5-lr5e-4": "abl-gigpo-holes0.5", "abl-gigpo-holes0.5-lr2e-4": "abl-gigpo-holes0.5",
                   "abl-trajmean-lr5e-4": "abl-lr5e-4", "abl-trajmean-dyn-lr5e-4": "abl-trajmean-lr5e-4",
-                  "abl-ent0.05-lr5e-4": "abl-lr5e-4"}
+                  "abl-ent0.05-lr5e-4": "abl-lr5e-4", "abl-ent0.2-lr5e-4": "abl-lr5e-4",
+                  "abl-ent0.5-lr5e-4": "abl-lr5e-4"}
 COMPARISONS = (("grpo", "start"), ("gigpo", "start"), ("gigpo", "grpo"))
 TITLES = {"start": "start (SFT)", **dict(ARMS), **dict(ABLATIONS)}
 
