@@ -97,12 +97,13 @@ def sharpening_rows(trajectories, drop_zero_variance: bool) -> list[str]:
             "action entropy |", "|---|---|---|---|---|"]
     for update in sorted(entropy, key=lambda u: (u is None, u)):
         trained = per_update.get(update, [])
+        # An episode is its own unit; a log without ids still has distinct episodes.
+        tokens, ids = [episode_tokens(t) for t in trained], [t.id or f"#{i}" for i, t in enumerate(trained)]
+        advantages = [advantage_of(t) for t in trained]
         pushes = []
         for aggregation in (Aggregation.TOKEN_MEAN, Aggregation.TRAJECTORY_MEAN):
-            # An episode is its own unit; a log without ids still has distinct episodes.
-            tokens, ids = [episode_tokens(t) for t in trained], [t.id or f"#{i}" for i, t in enumerate(trained)]
             weights = sequence_weights(tokens, ids, aggregation, aggregation.units(tokens, ids))
-            pushes.append(net_advantage([advantage_of(t) for t in trained], tokens, weights) if trained else 0.0)
+            pushes.append(net_advantage(advantages, tokens, weights) if trained else 0.0)
         mean_entropy = sum(entropy[update]) / len(entropy[update]) if entropy[update] else float("nan")
         pushes = [round(p, 3) + 0.0 for p in pushes]  # no "-0.000" for a float-noise zero
         rows.append(f"| {update} | {len(trained)} | {pushes[0]:+.3f} | {pushes[1]:+.3f} | {mean_entropy:.2f} |")

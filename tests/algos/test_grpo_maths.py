@@ -39,6 +39,11 @@ def loop_loss(logp, logp_old, adv, mask, trajectories, clip_low, clip_high, aggr
             if entropy is not None:
                 term -= entropy_coef * entropy[b][t]
             terms.append((trajectories[b], b, term))
+    return loop_aggregate(terms, aggregation)
+
+
+def loop_aggregate(terms, aggregation):
+    """The aggregation's plain definition over (trajectory, row, term) entries, one per generated token."""
     if aggregation is Aggregation.TOKEN_MEAN:
         return sum(term for _, _, term in terms) / len(terms)
     key = 0 if aggregation is Aggregation.TRAJECTORY_MEAN else 1
@@ -243,13 +248,7 @@ def test_bandit_learns_the_rewarded_arm():
 def loop_net_advantage(advantages, loss_tokens, trajectories, aggregation):
     """The aggregated advantage written out: every generated token carries its sequence's advantage."""
     terms = [(trajectories[s], s, advantages[s]) for s in range(len(advantages)) for _ in range(loss_tokens[s])]
-    if aggregation is Aggregation.TOKEN_MEAN:
-        return sum(a for _, _, a in terms) / len(terms)
-    key = 0 if aggregation is Aggregation.TRAJECTORY_MEAN else 1
-    units = {}
-    for entry in terms:
-        units.setdefault(entry[key], []).append(entry[2])
-    return sum(sum(values) / len(values) for values in units.values()) / len(units)
+    return loop_aggregate(terms, aggregation)
 
 
 @pytest.mark.parametrize("aggregation", list(Aggregation))

@@ -49,18 +49,25 @@ def plain_loop_objective(model, aggregation: Aggregation, turns=TURNS) -> torch.
     return sum(means) / len(means)
 
 
+def perturbed_model(model_dir):
+    """A LoRA policy on the tiny model with every adapter weight moved off its start: peft starts
+    lora_B at zero, where lora_A gets no gradient."""
+    torch.manual_seed(0)
+    model = load_trainable(f"hf:{model_dir}", ("policy",), lora_rank=4, lora_alpha=8, full_finetune=False)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return model
+
+
 @pytest.mark.parametrize("aggregation", list(Aggregation))
 @pytest.mark.parametrize("micro_batch_size", [1, 4])
 @pytest.mark.parametrize(("turns", "shared_tokens"), [(TURNS, True), (PROMPTED, True), (PROMPTED, False)],
                          ids=["distinct", "prompt-shared", "prompt-pushed-whole"])
 def test_update_follows_the_plain_loop_gradient(tiny_lora_model_dir, aggregation, micro_batch_size, turns,
                                                 shared_tokens):
-    torch.manual_seed(0)
-    model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), lora_rank=4, lora_alpha=8, full_finetune=False)
+    model = perturbed_model(tiny_lora_model_dir)
     params = model.parameters()
-    with torch.no_grad():
-        for p in params:  # peft starts lora_B at zero, where lora_A gets no gradient
-            p.add_(torch.randn_like(p) * 0.05)
     expected = torch.autograd.grad(plain_loop_objective(model, aggregation, turns), params)
     before = [p.detach().clone() for p in params]
 
@@ -88,11 +95,7 @@ def test_update_follows_the_plain_loop_gradient(tiny_lora_model_dir, aggregation
 
 
 def test_the_aggregations_give_different_steps(tiny_lora_model_dir):
-    torch.manual_seed(0)
-    model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), lora_rank=4, lora_alpha=8, full_finetune=False)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
+    model = perturbed_model(tiny_lora_model_dir)
     gradients = {a: torch.cat([g.flatten() for g in torch.autograd.grad(plain_loop_objective(model, a),
                                                                         model.parameters())])
                  for a in Aggregation}
@@ -112,12 +115,8 @@ def test_a_token_cap_splits_micro_batches_and_leaves_the_step_unchanged(tiny_lor
     assert len(groups) > len(_micro_batches(PROMPTED, 4))
     assert _micro_batches(PROMPTED, 4, max_tokens=1) == [[i] for group in _micro_batches(PROMPTED, 1) for i in group]
 
-    torch.manual_seed(0)
-    model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), lora_rank=4, lora_alpha=8, full_finetune=False)
+    model = perturbed_model(tiny_lora_model_dir)
     params = model.parameters()
-    with torch.no_grad():
-        for p in params:
-            p.add_(torch.randn_like(p) * 0.05)
     expected = torch.autograd.grad(plain_loop_objective(model, Aggregation.TOKEN_MEAN, PROMPTED), params)
     before = [p.detach().clone() for p in params]
     settings = UpdateSettings(aggregation=Aggregation.TOKEN_MEAN, micro_batch_size=4, micro_batch_tokens=40,
@@ -145,12 +144,8 @@ def plain_loop_entropy(model, turns=TURNS) -> torch.Tensor:
 
 
 def test_the_entropy_bonus_trains_every_turn_and_follows_the_plain_loop_gradient(tiny_lora_model_dir):
-    torch.manual_seed(0)
-    model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), lora_rank=4, lora_alpha=8, full_finetune=False)
+    model = perturbed_model(tiny_lora_model_dir)
     params = model.parameters()
-    with torch.no_grad():
-        for p in params:
-            p.add_(torch.randn_like(p) * 0.05)
     coef = 0.3
     objective = plain_loop_objective(model, Aggregation.TOKEN_MEAN, PROMPTED) - coef * plain_loop_entropy(model, PROMPTED)
     expected = torch.autograd.grad(objective, params)

@@ -160,7 +160,7 @@ def policy_gradient_update(
                 logp, logp_old, batch_adv[index], batch.loss_mask, batch_weights[index],
                 clip_low=settings.clip_low, clip_high=settings.clip_high,
                 logp_ref=ref[index] if ref is not None else None, kl_coef=settings.kl_coef,
-                entropy=entropy if settings.entropy_coef > 0 else None, entropy_coef=settings.entropy_coef,
+                entropy=entropy, entropy_coef=settings.entropy_coef,
             )
             # The weights already hold the batch's normaliser: micro-batch losses just add up.
             loss.backward()
