@@ -22,6 +22,10 @@
 #           trajectory-mean aggregation at lr 5e-4 and 2e-4, and at 5e-4 with DAPO's dynamic sampling;
 #           an entropy bonus of 0.05, 0.2 and 0.5 at lr 5e-4
 #   table   test success per run and the paired differences (benchmarks/learning_table.py)
+# VARIANT=holefree runs the hole-free benchmark instead (start, grpo, gigpo and table only): the
+# start is cloned from lakes without holes (recipes/sft-frozenlake-holefree.yaml) and GRPO
+# (recipes/grpo-frozenlake-holefree.yaml) must teach it to step around them; both use the
+# compass view. Give it its own OUT_DIR.
 # A switch with spaces carries its own quotes: a job is one command line (benchmarks/lib.sh).
 # Jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1) keeps a
 # driver on one core, ONLY="grpo-s0 gigpo-s0" runs the named jobs alone. UPDATES=N overrides the
@@ -34,9 +38,13 @@ out=${1:-runs/learning}
 shift || true
 stages=${*:-start grpo gigpo ablations table}
 mkdir -p "$out"
-recipe=recipes/grpo-frozenlake.yaml
+case ${VARIANT:-local} in
+  local) sft_recipe=recipes/sft-frozenlake.yaml recipe=recipes/grpo-frozenlake.yaml view=local ;;
+  holefree) sft_recipe=recipes/sft-frozenlake-holefree.yaml recipe=recipes/grpo-frozenlake-holefree.yaml view=compass ;;
+  *) echo "unknown VARIANT: ${VARIANT} (local or holefree)" >&2; exit 2 ;;
+esac
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
-lake=(--env frozenlake --set size=4 --set max_steps=8 --set view=local --memory none --max-new-tokens 12
+lake=(--env frozenlake --set size=4 --set max_steps=8 --set "view=$view" --memory none --max-new-tokens 12
       --system-prompt "$prompt")
 
 . benchmarks/lib.sh  # train, evaluate, spawn, arm
@@ -47,7 +55,7 @@ start="$out/start-adapter"
 for stage in $stages; do
   case $stage in
   start)
-    foreground "train sft '$out/start-sft' --config recipes/sft-frozenlake.yaml"
+    foreground "train sft '$out/start-sft' --config $sft_recipe"
     export_adapter "$out/start-sft" "$start"
     foreground "evaluate '$out/start' --model 'smollm2+$start' --episodes 300 --temperature 0"
     ;;
@@ -60,6 +68,7 @@ for stage in $stages; do
     wait
     ;;
   ablations)
+    if [ "$view" != local ]; then echo "the ablations are the local benchmark's (VARIANT=local)" >&2; exit 2; fi
     arm abl-trajectory-mean 0 grpo "$recipe" "${switches[@]}" --set aggregation=trajectory_mean
     arm abl-g4 0 grpo "$recipe" "${switches[@]}" --set group_size=4 --set tasks_per_update=16
     arm abl-g16 0 grpo "$recipe" "${switches[@]}" --set group_size=16 --set tasks_per_update=4

@@ -1,5 +1,7 @@
 """FrozenLake rules, observations and scoring, worked by hand on a fixed map."""
 
+import re
+
 import pytest
 
 from hindsight.envs import EnvError, make
@@ -62,19 +64,52 @@ def test_the_local_view_says_where_the_goal_lies_and_what_each_move_meets(lake):
     assert fell.step("down")[0] and fell.step("right")[0].endswith("You are in the hole at row 2, column 2.")
 
 
+def test_the_compass_view_is_the_local_view_with_each_move_marked(lake):
+    local, compass = lake(view="local"), lake(view="compass")
+    seen = [(local.reset(0)[0], compass.reset(0)[0])]
+    for move in ["right", "right", "down", "down", "down"]:
+        seen.append((local.step(move)[0], compass.step(move)[0]))
+    for plain, marked in seen:
+        assert re.sub(r", (closer to|farther from) the goal", "", marked) == plain
+    assert seen[0][1].endswith("Down: safe ice, closer to the goal.\nLeft: the edge (you stay).\n"
+                               "Right: safe ice, closer to the goal.")
+    # A hole is marked like ice: the mark says where a move leads, not whether it is safe.
+    assert "Down: a hole, closer to the goal.\nLeft: safe ice, farther from the goal.\n" in seen[1][1]
+    assert seen[-1][1].endswith("Up: safe ice, farther from the goal.\nDown: the edge (you stay).\n"
+                                "Left: safe ice, farther from the goal.\nRight: the goal.")
+    assert "whether it brings you closer to the goal" in compass.instruction
+
+
 def test_the_view_changes_observations_only():
-    grid, local = make("frozenlake", max_steps=8), make("frozenlake", max_steps=8, view="local")
-    for seed in grid.split_seeds("test", 5):
-        grid.reset(seed), local.reset(seed)
-        while not grid.done:
-            move = grid.oracle_action()
-            assert local.oracle_action() == move
-            assert grid.step(move)[1:4] == local.step(move)[1:4]
-        assert local.done and local.is_success() == grid.is_success()
+    grid = make("frozenlake", max_steps=8)
+    for view in ("local", "compass"):
+        other = make("frozenlake", max_steps=8, view=view)
+        for seed in grid.split_seeds("test", 5):
+            grid.reset(seed), other.reset(seed)
+            while not grid.done:
+                move = grid.oracle_action()
+                assert other.oracle_action() == move
+                assert grid.step(move)[1:4] == other.step(move)[1:4]
+            assert other.done and other.is_success() == grid.is_success()
+    local = make("frozenlake", max_steps=8, view="local")
     # The default view is left out of the options, so logs from before the knob still match.
     assert "view" not in grid.config and local.config["view"] == "local"
     with pytest.raises(EnvError, match="view"):
         make("frozenlake", view="map")
+
+
+def test_oracle_actions_are_every_move_that_shortens_the_path(lake):
+    env = lake()
+    assert env.oracle_actions() == ["down", "right"] and env.oracle_action() == "down"
+    env.step("right")  # row 1 column 2: down is a hole
+    assert env.oracle_actions() == ["right"]
+    for move in ["right", "down", "down"]:
+        env.step(move)  # row 3 column 3: right is a hole, down is not
+    assert env.oracle_actions() == ["down"]
+    env.step("down")
+    env.step("right")
+    with pytest.raises(EnvError):
+        env.oracle_actions()  # the episode is over
 
 
 def test_walking_to_the_goal_scores_one(lake):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from hindsight.llm import ModelError
+from hindsight.llm import ModelError, load_model
 from hindsight.llm.scripted import (
     OracleBackend,
     RandomBackend,
@@ -70,6 +70,40 @@ def test_oracle_without_env_or_with_failing_env_gives_error_completions():
     assert out[0].error and "env" in out[0].error and out[0].text == "" and out[0].finish_reason == "error"
     assert out[1].error and "planner found no path" in out[1].error
     assert out[2].error is None and action_of(out[2].text) == "right"
+
+
+@dataclass
+class TiedEnv(FakeEnv):
+    """An env whose planner rates several actions as equally good."""
+
+    tied: tuple[str, ...] = ("down", "right")
+
+    def oracle_actions(self) -> list[str]:
+        return list(self.tied)
+
+
+def test_a_seeded_oracle_breaks_ties_by_the_prompt_and_repeats_itself():
+    prompts = [f"state {i}" for i in range(40)]
+    picks = [action_of(c.text) for c in OracleBackend(seed=0).generate([request(TiedEnv(), p) for p in prompts], PARAMS)]
+    assert set(picks) == {"down", "right"}  # 40 prompts: both ties are taken (a 2 * 0.5**40 chance to fail)
+    again = [action_of(c.text) for c in OracleBackend(seed=0).generate([request(TiedEnv(), p) for p in prompts], PARAMS)]
+    assert again == picks
+    other = [action_of(c.text) for c in OracleBackend(seed=1).generate([request(TiedEnv(), p) for p in prompts], PARAMS)]
+    assert other != picks
+    # Without a seed it is the planner's own first choice, ties or not.
+    assert {action_of(c.text) for c in OracleBackend().generate([request(TiedEnv(), p) for p in prompts], PARAMS)} \
+        == {"right"}
+
+
+def test_a_seeded_oracle_on_an_env_without_the_list_is_a_clear_error_completion():
+    [out] = OracleBackend(seed=3, spec="oracle:3").generate([request(FakeEnv())], PARAMS)
+    assert out.finish_reason == "error" and "oracle:3" in out.error and "oracle_actions" in out.error
+
+
+def test_oracle_specs_take_an_integer_seed():
+    assert load_model("oracle:7").seed == 7 and load_model("oracle").seed is None
+    with pytest.raises(ModelError, match="integer"):
+        load_model("oracle:x")
 
 
 def test_random_is_uniform_over_admissible_actions_and_seeded():

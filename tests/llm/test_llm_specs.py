@@ -69,8 +69,10 @@ def test_hf_rejects_files_that_are_not_gguf_and_folders_without_config(tmp_path)
 
 
 def test_unknown_options_are_rejected_with_the_accepted_list(tmp_path):
-    with pytest.raises(ModelError, match=r"unknown option\(s\) for oracle: seed; accepted: none"):
-        load_model("oracle", seed=1)
+    with pytest.raises(ModelError, match=r"unknown option\(s\) for oracle: temperature; accepted: seed"):
+        load_model("oracle", temperature=1)
+    with pytest.raises(ModelError, match="not both"):
+        load_model("oracle:1", seed=2)
     with pytest.raises(ModelError, match="accepted: seed"):
         load_model("random", temprature=0)
     with pytest.raises(ModelError, match="max_concurrency"):

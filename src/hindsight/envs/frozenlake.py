@@ -29,9 +29,10 @@ _SYNONYMS = {
 _FILLER = {"move", "go", "step", "walk", "head", "turn", "to", "the", "one", "once", "a"}
 HOLE_MODES = ("fatal", "blocking")
 SCORE_MODES = ("goal", "progress", "partial")
-#: What the observation shows: the whole lake as a grid with coordinates, or the player's
-#: surroundings in words (where the goal lies from here, and what each move steps onto).
-VIEWS = ("grid", "local")
+#: What the observation shows: the whole lake as a grid with coordinates; the player's
+#: surroundings in words (where the goal lies from here, and what each move steps onto); or
+#: those words with each move marked as bringing the goal closer or taking it farther away.
+VIEWS = ("grid", "local", "compass")
 MIN_SIZE, MAX_SIZE = 3, 12
 
 
@@ -197,10 +198,12 @@ class FrozenLake(TextEnv):
         return 0 <= cell[0] < self._size and 0 <= cell[1] < self._size
 
     def render(self) -> str:
-        return self._render_local() if self.view == "local" else self._render_grid()
+        return self._render_grid() if self.view == "grid" else self._render_local(marked=self.view == "compass")
 
-    def _render_local(self) -> str:
-        """The player's cell, the goal's direction in rows and columns, and each move's cell."""
+    def _render_local(self, marked: bool) -> str:
+        """The player's cell, the goal's direction in rows and columns, and each move's cell;
+        with `marked`, also whether the move brings the goal closer (each move on the lake
+        changes the distance by one)."""
         if self._fell:
             return f"You are in the hole at {_where(self._pos)}."
         if self._pos == self._goal:
@@ -220,6 +223,9 @@ class FrozenLake(TextEnv):
                 what = "a hole"
             else:
                 what = "safe ice"
+            if marked and self._on_lake(cell) and cell != self._goal:
+                closer = abs(self._goal[0] - cell[0]) + abs(self._goal[1] - cell[1]) < abs(d_row) + abs(d_col)
+                what += ", closer to the goal" if closer else ", farther from the goal"
             lines.append(f"{move.capitalize()}: {what}.")
         return "\n".join(lines)
 
@@ -272,14 +278,24 @@ class FrozenLake(TextEnv):
         return not self._fell and self._pos == self._goal
 
     def _oracle_action(self) -> str:
+        return self._shortening_moves()[0]
+
+    def oracle_actions(self) -> list[str]:
+        """Every move that shortens the safe path to the goal by one (`oracle_action` is the
+        first of them); `oracle:SEED` picks among them to spread its demonstrations."""
+        self._require_live("oracle_actions")
+        return self._shortening_moves()
+
+    def _shortening_moves(self) -> list[str]:
         distances = shortest_distances(self._size, self._holes, self._goal)
         here = distances.get(self._pos)
         if here is None:  # pragma: no cover - a live player always stands on a cell joined to the goal
             raise EnvError("frozenlake: the goal cannot be reached from here")
-        for move, (d_row, d_col) in MOVES.items():
-            if distances.get((self._pos[0] + d_row, self._pos[1] + d_col)) == here - 1:
-                return move
-        raise AssertionError("a cell at distance d > 0 has a neighbour at distance d - 1")
+        moves = [move for move, (d_row, d_col) in MOVES.items()
+                 if distances.get((self._pos[0] + d_row, self._pos[1] + d_col)) == here - 1]
+        if not moves:  # pragma: no cover - a cell at distance d > 0 has a neighbour at distance d - 1
+            raise AssertionError("no move shortens the path")
+        return moves
 
     def _admissible_actions(self) -> list[str]:
         if self.hole_mode == "fatal":
@@ -298,11 +314,12 @@ class FrozenLake(TextEnv):
             if self.hole_mode == "fatal"
             else "You cannot step into a hole: such a move is refused, you stay where you are, and the turn is spent."
         )
-        if self.view == "local":
+        if self.view != "grid":
+            marked = " and whether it brings you closer to the goal" if self.view == "compass" else ""
             return (
                 "You are standing on a frozen lake, a square grid of ice with holes in it. Reach the goal without "
                 "falling into a hole. Each turn you are told where the goal lies from you, in rows and columns, and "
-                "what each move would step onto. "
+                f"what each move would step onto{marked}. "
                 "Each turn, make exactly one move: up, down, left or right. "
                 f"{holes} You have at most {n} moves."
             )

@@ -170,19 +170,31 @@ def _vllm(parsed: ModelSpec, options: dict[str, Any]) -> ModelBackend:
     return _build(VLLMBackend, options, str(parsed), parsed.name, spec=str(parsed))
 
 
-@model_provider("oracle", ("oracle", "the environment's exact planner (needs the live env)"),
-                describe=lambda _: "exact planner of the environment (privileged policy)")
-def _oracle(parsed: ModelSpec, options: dict[str, Any]) -> ModelBackend:
-    from hindsight.llm.scripted import OracleBackend
-
-    return _build(OracleBackend, options, str(parsed), spec=str(parsed))
-
-
 def _check_seed(text: str) -> None:
     try:
         int(text)
     except ValueError:
-        raise ModelError(f"random:SEED takes an integer seed, got {text!r}") from None
+        raise ModelError(f"the seed of random:SEED or oracle:SEED is an integer, got {text!r}") from None
+
+
+def _seeded(parsed: ModelSpec, options: dict[str, Any]) -> dict[str, Any]:
+    """`options` with the spec's seed (`random:SEED`, `oracle:SEED`) added; a seed given twice is an error."""
+    if not parsed.name:
+        return options
+    if "seed" in options:
+        raise ModelError(f"give the seed either in the spec ({parsed.provider}:SEED) or as the seed option, not both")
+    return {**options, "seed": int(parsed.name)}
+
+
+@model_provider("oracle", ("oracle", "the environment's exact planner (needs the live env); oracle:SEED breaks ties "
+                                     "between equally good actions by the seed and the prompt"),
+                describe=lambda parsed: "exact planner of the environment (privileged policy)" + (
+                    f", ties broken by seed {parsed.name}" if parsed.name else ""),
+                argument="seed", optional=True, check=_check_seed)
+def _oracle(parsed: ModelSpec, options: dict[str, Any]) -> ModelBackend:
+    from hindsight.llm.scripted import OracleBackend
+
+    return _build(OracleBackend, _seeded(parsed, options), str(parsed), spec=str(parsed))
 
 
 @model_provider("random", ("random", "uniform over admissible actions; random:SEED fixes the seed"),
@@ -192,11 +204,7 @@ def _check_seed(text: str) -> None:
 def _random(parsed: ModelSpec, options: dict[str, Any]) -> ModelBackend:
     from hindsight.llm.scripted import RandomBackend
 
-    if parsed.name:
-        if "seed" in options:
-            raise ModelError("give the seed either in the spec (random:SEED) or as the seed option, not both")
-        options = {**options, "seed": int(parsed.name)}
-    return _build(RandomBackend, options, str(parsed), spec=str(parsed))
+    return _build(RandomBackend, _seeded(parsed, options), str(parsed), spec=str(parsed))
 
 
 @model_provider("scripted", ("scripted:FILE", "replays responses from a .json, .jsonl or ---separated text file"),

@@ -11,6 +11,7 @@ raise while generating; a request they cannot answer comes back as an error comp
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
@@ -43,13 +44,21 @@ class OracleBackend:
 
     Needs `GenerationRequest.env`; a request without it gets an error completion, as
     does one whose `oracle_action()` raises (the exception text is kept as the error).
+
+    With `seed` set (`oracle:SEED`) it breaks ties: where the environment lists several
+    optimal actions (`oracle_actions()`, e.g. FrozenLake's moves that each shorten the path),
+    it picks one by a hash of the seed and the prompt, so the same prompt always gets the
+    same answer while demonstrations do not all prefer the first move in a fixed order.
+    Behaviour cloning of a planner that always breaks ties one way learns that order, and
+    a policy sure of it has nothing to explore.
     """
 
-    def __init__(self, *, spec: str = "oracle") -> None:
+    def __init__(self, *, seed: int | None = None, spec: str = "oracle") -> None:
         self.spec = spec
+        self.seed = seed
 
     def __repr__(self) -> str:
-        return f"OracleBackend(spec={self.spec!r})"
+        return f"OracleBackend(spec={self.spec!r}, seed={self.seed!r})"
 
     def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[Completion]:
         return [self._answer(request) for request in requests]
@@ -57,13 +66,22 @@ class OracleBackend:
     def _answer(self, request: GenerationRequest) -> Completion:
         if request.env is None:
             return error_completion("the oracle needs the live environment, but the request carries no env")
+        if self.seed is not None and not hasattr(request.env, "oracle_actions"):
+            return error_completion(f"{self.spec} breaks ties, but {type(request.env).__name__} lists one optimal "
+                                    "action only (it has no oracle_actions); use `oracle` without a seed")
         try:
-            action = request.env.oracle_action()
+            action = request.env.oracle_action() if self.seed is None else self._tie_broken(request)
         except Exception as exc:  # an env bug must cost one step, not the whole batch of rollouts
             logger.warning("oracle_action() failed", exc_info=True)
             return error_completion(f"oracle_action() failed: {type(exc).__name__}: {exc}")
         reason = "An exact planner over the true state picks this as an optimal next step."
         return Completion(text=format_response(reason, action))
+
+    def _tie_broken(self, request: GenerationRequest) -> str:
+        actions = list(request.env.oracle_actions())  # type: ignore[union-attr]  # checked by the caller
+        text = "\n".join([str(self.seed), *(f"{m.role}: {m.content}" for m in request.messages)])
+        digest = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+        return actions[digest % len(actions)]
 
 
 class RandomBackend:
