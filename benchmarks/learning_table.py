@@ -12,7 +12,8 @@ test tasks), what training cost in environment steps, the training success of th
 last updates, the loop ratio of the last update's rollouts and whether the collapse alarm fired.
 Two more columns read the greedy test moves themselves, replayed on their maps from the kept
 actions: the share of moves that the hole-blind rule ("toward the goal, sideways first")
-predicts, and the share of moves made beside a hole that stepped into it. Unfinished runs are
+predicts, the share of moves made beside a hole that stepped into it, and, where one move
+toward the goal is a hole and another is not, the share that took the hole. Unfinished runs are
 left out, so the script can run at any point.
 """
 
@@ -88,12 +89,14 @@ class MoveShares:
     rule: int  # moves the hole-blind rule predicts
     beside_hole: int  # moves made where a neighbouring cell is a hole
     into_hole: int  # of those, moves into a hole
+    choices: int = 0  # moves made where one move toward the goal is a hole and another is not
+    chose_hole: int = 0  # of those, moves into the hole
 
 
 def move_shares(outcomes: list[Outcome]) -> MoveShares | None:
     """Replay every test episode's moves on its map (the outcome's task seed) and count them; None
     where an episode's replay does not end as its outcome says (not the benchmark's test lake)."""
-    moves = rule = beside = into = 0
+    moves = rule = beside = into = choices = chose = 0
     for outcome in outcomes:
         start, goal, holes = _read_map(TEST_LAKE.generate_instance(outcome.task_seed)["map"])
         position, reached = start, False
@@ -106,6 +109,10 @@ def move_shares(outcomes: list[Outcome]) -> MoveShares | None:
             if neighbours & holes:
                 beside += 1
                 into += target in holes
+            closer = {cell for cell in neighbours if _distance(cell, goal) < _distance(position, goal)}
+            if closer & holes and closer - holes:
+                choices += 1
+                chose += target in holes
             if target in holes:
                 break
             if 0 <= target[0] < 4 and 0 <= target[1] < 4:
@@ -113,7 +120,11 @@ def move_shares(outcomes: list[Outcome]) -> MoveShares | None:
             reached = position == goal
         if reached != outcome.success:
             return None
-    return MoveShares(moves, rule, beside, into)
+    return MoveShares(moves, rule, beside, into, choices, chose)
+
+
+def _distance(cell: tuple[int, int], goal: tuple[int, int]) -> int:
+    return abs(goal[0] - cell[0]) + abs(goal[1] - cell[1])
 
 
 @functools.cache
@@ -134,12 +145,20 @@ def hole_cell(run: Path, log: str = FINAL_LOG) -> str:
     return f"{shares.into_hole / shares.beside_hole:.3f} (of {shares.beside_hole})"
 
 
+def choice_cell(run: Path, log: str = FINAL_LOG) -> str:
+    shares = run_shares(run, log)
+    if shares is None or not shares.choices:
+        return "–"
+    return f"{shares.chose_hole / shares.choices:.3f} (of {shares.choices})"
+
+
 COLUMNS = (("env steps (train)", env_steps),
            ("train success, first → last update", first_and_last("rollout/success_rate")),
            ("test oracle agreement", metric("final_test/oracle_agreement", spec=".3f")),
            ("loop ratio, last update", metric("tide/loop_ratio", spec=".3f")),
            ("collapse alarm", alarm),
-           ("hole-blind rule share", rule_cell), ("moves beside a hole that step in", hole_cell))
+           ("hole-blind rule share", rule_cell), ("moves beside a hole that step in", hole_cell),
+           ("hole taken where another move toward the goal is safe", choice_cell))
 
 
 def per_run_lines(title: str, better: Outcomes, base: Outcomes) -> list[str]:
@@ -161,7 +180,8 @@ def main() -> None:
         # The start is one policy: its outcomes stand for every run label (`evaluation_outcomes`).
         tasks = {task for _, task in start}
         rate = sum(v for (label, _), v in start.items() if label == "s0") / len(tasks)
-        moves = [rule_cell(out / "start", EVAL_LOG), hole_cell(out / "start", EVAL_LOG)]
+        moves = [rule_cell(out / "start", EVAL_LOG), hole_cell(out / "start", EVAL_LOG),
+                 choice_cell(out / "start", EVAL_LOG)]
         lines.insert(2, f"| start (SFT) | 1 | {rate:.3f} | {rate:.3f} | " + " | ".join(["–"] * (len(COLUMNS) - 2) + moves)
                      + " |")
     outcomes["start"] = start or {}

@@ -374,7 +374,7 @@ def test_the_learning_table_pairs_each_run_with_the_start_pooled_and_alone(tmp_p
     write_run(tmp_path / "abl-gigpo-lr5e-4-s0", "eval-test-final", [1, 1, 1, 0, 1, 0])
     text = table("learning_table", tmp_path)
     assert "| GiGPO, lr 5e-4 − lr 5e-4 | +0.167 [" in text
-    assert "| start (SFT) | 1 | 0.333 | 0.333 | – | – | – | – | – | – | – |" in text  # placeholder moves: no shares
+    assert "| start (SFT) | 1 | 0.333 | 0.333 | – | – | – | – | – | – | – | – |" in text  # placeholder moves: no shares
 
 
 def test_the_learning_table_replays_test_moves_for_the_rule_and_hole_shares(tmp_path):
@@ -409,6 +409,24 @@ def test_the_learning_table_replays_test_moves_for_the_rule_and_hole_shares(tmp_
     assert shares.moves == sum(len(a) for _, a, _ in seen) and shares.rule == shares.moves  # the rule's every move
     # Every fall is one move into a hole beside the player, and the rule makes it whenever it lies ahead.
     assert shares.into_hole == sum(not ok for _, _, ok in seen) <= shares.beside_hole
+    # Where one move toward the goal is a hole and another is not, counted by a plain loop over the moves.
+    choices = chose = 0
+    for seed, actions, _ in seen:
+        start, goal, holes = _read_map(learning_table.TEST_LAKE.generate_instance(seed)["map"])
+        position = start
+        for action in actions:
+            toward = []
+            for d_row, d_col in learning_table.MOVES.values():
+                cell = (position[0] + d_row, position[1] + d_col)
+                if abs(goal[0] - cell[0]) + abs(goal[1] - cell[1]) < abs(goal[0] - position[0]) + abs(goal[1] - position[1]):
+                    toward.append(cell)
+            d_row, d_col = learning_table.MOVES[action]
+            target = (position[0] + d_row, position[1] + d_col)
+            if any(c in holes for c in toward) and any(c not in holes for c in toward):
+                choices += 1
+                chose += target in holes
+            position = target
+    assert choices and (shares.choices, shares.chose_hole) == (choices, chose)
     text = table("learning_table", tmp_path)
     assert "| start (SFT) | 1 |" in text and "| 1.00 |" in text
 
