@@ -182,7 +182,8 @@ def main() -> None:
         rate = sum(v for (label, _), v in start.items() if label == "s0") / len(tasks)
         moves = [rule_cell(out / "start", EVAL_LOG), hole_cell(out / "start", EVAL_LOG),
                  choice_cell(out / "start", EVAL_LOG)]
-        lines.insert(2, f"| start (SFT) | 1 | {rate:.3f} | {rate:.3f} | " + " | ".join(["–"] * (len(COLUMNS) - 2) + moves)
+        lines.insert(2, f"| start (SFT) | 1 | {rate:.3f} | {rate:.3f} | "
+                     + " | ".join(["–"] * (len(COLUMNS) - len(moves)) + moves)
                      + " |")
     outcomes["start"] = start or {}
     lines += [""] + difference_header()
