@@ -38,10 +38,11 @@ out=${1:-runs/learning}
 shift || true
 stages=${*:-start grpo gigpo ablations table}
 mkdir -p "$out"
-case ${VARIANT:-local} in
+variant=${VARIANT:-local}
+case $variant in
   local) sft_recipe=recipes/sft-frozenlake.yaml recipe=recipes/grpo-frozenlake.yaml view=local ;;
   holefree) sft_recipe=recipes/sft-frozenlake-holefree.yaml recipe=recipes/grpo-frozenlake-holefree.yaml view=compass ;;
-  *) echo "unknown VARIANT: ${VARIANT} (local or holefree)" >&2; exit 2 ;;
+  *) echo "unknown VARIANT: $variant (local or holefree)" >&2; exit 2 ;;
 esac
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
 lake=(--env frozenlake --set size=4 --set max_steps=8 --set "view=$view" --memory none --max-new-tokens 12
@@ -68,7 +69,7 @@ for stage in $stages; do
     wait
     ;;
   ablations)
-    if [ "$view" != local ]; then echo "the ablations are the local benchmark's (VARIANT=local)" >&2; exit 2; fi
+    if [ "$variant" != local ]; then echo "the ablations are the local benchmark's (VARIANT=local)" >&2; exit 2; fi
     arm abl-trajectory-mean 0 grpo "$recipe" "${switches[@]}" --set aggregation=trajectory_mean
     arm abl-g4 0 grpo "$recipe" "${switches[@]}" --set group_size=4 --set tasks_per_update=16
     arm abl-g16 0 grpo "$recipe" "${switches[@]}" --set group_size=16 --set tasks_per_update=4

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hindsight.diagnostics.health import HealthConfig, first_alarm
-from hindsight.envs.frozenlake import MOVES, FrozenLake, _read_map
+from hindsight.envs.frozenlake import MOVES, FrozenLake, _read_map, manhattan
 from hindsight.logs.outcomes import Outcome
 from tables import (EVAL_LOG, FINAL_LOG, Outcomes, arm_table, difference_header, difference_line, env_steps,
                     evaluation_outcomes, metric, metric_rows, run_outcomes)
@@ -109,7 +109,7 @@ def move_shares(outcomes: list[Outcome]) -> MoveShares | None:
             if neighbours & holes:
                 beside += 1
                 into += target in holes
-            closer = {cell for cell in neighbours if _distance(cell, goal) < _distance(position, goal)}
+            closer = {cell for cell in neighbours if manhattan(cell, goal) < manhattan(position, goal)}
             if closer & holes and closer - holes:
                 choices += 1
                 chose += target in holes
@@ -121,10 +121,6 @@ def move_shares(outcomes: list[Outcome]) -> MoveShares | None:
         if reached != outcome.success:
             return None
     return MoveShares(moves, rule, beside, into, choices, chose)
-
-
-def _distance(cell: tuple[int, int], goal: tuple[int, int]) -> int:
-    return abs(goal[0] - cell[0]) + abs(goal[1] - cell[1])
 
 
 @functools.cache

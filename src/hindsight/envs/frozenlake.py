@@ -36,6 +36,11 @@ VIEWS = ("grid", "local", "compass")
 MIN_SIZE, MAX_SIZE = 3, 12
 
 
+def manhattan(a: Cell, b: Cell) -> int:
+    """Moves between two cells on a lake without holes."""
+    return abs(a[0] - b[0]) + abs(a[1] - b[1])
+
+
 def parse_move(action: str) -> str | None:
     """The direction an action names, or None. Tolerates case, punctuation and "move up"."""
     words = [w for w in re.sub(r"[^a-z]+", " ", action.lower()).split() if w not in _FILLER]
@@ -137,7 +142,7 @@ class FrozenLake(TextEnv):
         cells = [(row, col) for row in range(n) for col in range(n)]
         for _ in range(10_000):
             start, goal = rng.choice(cells), rng.choice(cells)
-            if abs(start[0] - goal[0]) + abs(start[1] - goal[1]) < n - 1:
+            if manhattan(start, goal) < n - 1:
                 continue
             holes = {cell for cell in cells if cell not in (start, goal) and rng.random() < self.p_hole}
             distance = shortest_distances(n, holes, goal).get(start)
@@ -224,7 +229,7 @@ class FrozenLake(TextEnv):
             else:
                 what = "safe ice"
             if marked and self._on_lake(cell) and cell != self._goal:
-                closer = abs(self._goal[0] - cell[0]) + abs(self._goal[1] - cell[1]) < abs(d_row) + abs(d_col)
+                closer = manhattan(cell, self._goal) < manhattan(self._pos, self._goal)
                 what += ", closer to the goal" if closer else ", farther from the goal"
             lines.append(f"{move.capitalize()}: {what}.")
         return "\n".join(lines)
