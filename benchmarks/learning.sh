@@ -20,9 +20,12 @@
 #           p_hole 0.35 (the test maps keep 0.2: eval_env_kwargs); GiGPO on training maps with
 #           p_hole 0.35 and 0.5 (against abl-holes0.35), and at p_hole 0.5 with lr 5e-4 and 2e-4;
 #           trajectory-mean aggregation at lr 5e-4 and 2e-4, and at 5e-4 with DAPO's dynamic sampling;
-#           an entropy bonus of 0.05, 0.2 and 0.5 at lr 5e-4
+#           an entropy bonus of 0.05, 0.2 and 0.5 at lr 5e-4. The hole-free variant has its own
+#           four: lr 5e-4; 16 tasks per update; KL 0.01 to the start; training on choice lakes
+#           only (`lakes: choice`, maps where a walk toward the goal can fall; the test lakes stay
+#           every map)
 #   table   test success per run and the paired differences (benchmarks/learning_table.py)
-# VARIANT=holefree runs the hole-free benchmark instead (start, grpo, gigpo and table only): the
+# VARIANT=holefree runs the hole-free benchmark instead (its own ablations, see above): the
 # start is cloned from lakes without holes (recipes/sft-frozenlake-holefree.yaml) and GRPO
 # (recipes/grpo-frozenlake-holefree.yaml) must teach it to step around them; both use the
 # compass view. Give it its own OUT_DIR.
@@ -69,7 +72,15 @@ for stage in $stages; do
     wait
     ;;
   ablations)
-    if [ "$variant" != local ]; then echo "the ablations are the local benchmark's (VARIANT=local)" >&2; exit 2; fi
+    if [ "$variant" = holefree ]; then
+      arm abl-lr5e-4 0 grpo "$recipe" "${switches[@]}" --set lr=5e-4
+      arm abl-tasks16 0 grpo "$recipe" "${switches[@]}" --set tasks_per_update=16
+      arm abl-kl0.01 0 grpo "$recipe" "${switches[@]}" --set kl_coef=0.01 --set kl_reference=init
+      arm abl-choice 0 grpo "$recipe" "${switches[@]}" \
+          --set "'env_kwargs={max_steps: 8, view: compass, lakes: choice}'" --set "'eval_env_kwargs={lakes: any}'"
+      wait
+      continue
+    fi
     arm abl-trajectory-mean 0 grpo "$recipe" "${switches[@]}" --set aggregation=trajectory_mean
     arm abl-g4 0 grpo "$recipe" "${switches[@]}" --set group_size=4 --set tasks_per_update=16
     arm abl-g16 0 grpo "$recipe" "${switches[@]}" --set group_size=16 --set tasks_per_update=4

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hindsight.diagnostics.health import HealthConfig, first_alarm
-from hindsight.envs.frozenlake import MOVES, FrozenLake, _read_map, manhattan
+from hindsight.envs.frozenlake import MOVES, FrozenLake, _read_map, is_choice
 from hindsight.logs.outcomes import Outcome
 from tables import (EVAL_LOG, FINAL_LOG, Outcomes, arm_table, difference_header, difference_line, env_steps,
                     evaluation_outcomes, metric, metric_rows, run_outcomes)
@@ -43,7 +43,8 @@ ABLATIONS = (("abl-trajectory-mean", "trajectory-mean aggregation"), ("abl-g4", 
              ("abl-trajmean-lr5e-4", "trajectory-mean, lr 5e-4"), ("abl-trajmean-lr2e-4", "trajectory-mean, lr 2e-4"),
              ("abl-trajmean-dyn-lr5e-4", "trajectory-mean, lr 5e-4, dynamic sampling"),
              ("abl-ent0.05-lr5e-4", "entropy bonus 0.05, lr 5e-4"), ("abl-ent0.2-lr5e-4", "entropy bonus 0.2, lr 5e-4"),
-             ("abl-ent0.5-lr5e-4", "entropy bonus 0.5, lr 5e-4"))
+             ("abl-ent0.5-lr5e-4", "entropy bonus 0.5, lr 5e-4"), ("abl-kl0.01", "KL 0.01 to the start"),
+             ("abl-choice", "trained on choice lakes only"))
 #: Ablations that also pair with another ablation: the one they change one thing of.
 ABLATION_BASES = {"abl-gigpo-lr5e-4": "abl-lr5e-4", "abl-kl-lr5e-4": "abl-lr5e-4",
                   "abl-gigpo-holes0.35": "abl-holes0.35", "abl-gigpo-holes0.5": "abl-gigpo-holes0.35",
@@ -109,8 +110,7 @@ def move_shares(outcomes: list[Outcome]) -> MoveShares | None:
             if neighbours & holes:
                 beside += 1
                 into += target in holes
-            closer = {cell for cell in neighbours if manhattan(cell, goal) < manhattan(position, goal)}
-            if closer & holes and closer - holes:
+            if is_choice(position, goal, holes):
                 choices += 1
                 chose += target in holes
             if target in holes:

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from hindsight.envs import EnvError, make
-from hindsight.envs.frozenlake import parse_move, shortest_distances
+from hindsight.envs.frozenlake import _read_map, choice_cells, is_choice, parse_move, shortest_distances
 
 # P . . .      start row 1 column 1, goal row 4 column 4,
 # . H . H      holes at (2,2) (2,4) (3,4) (4,1)
@@ -215,6 +215,34 @@ def test_generator_is_seeded_and_keeps_start_and_goal_apart():
         cells = {mark: (r, c) for r, row in enumerate(rows) for c, mark in enumerate(row) if mark in "SG"}
         (sr, sc), (gr, gc) = cells["S"], cells["G"]
         assert abs(sr - gr) + abs(sc - gc) >= 4
+
+
+def test_choice_cells_are_where_a_walk_toward_the_goal_can_fall():
+    start, goal, holes = _read_map(MAP["map"])
+    # Row 1 column 2: down is the hole at (2,2), right is ice. Row 1 column 4 is reached too,
+    # but its one move toward the goal is a hole, so there is no choice to make there.
+    assert choice_cells(start, goal, holes) == {(0, 1), (1, 0), (1, 2), (2, 0), (2, 2)}
+    assert not is_choice((0, 3), goal, holes) and not is_choice((0, 0), goal, holes)
+    assert choice_cells(start, goal, set()) == set()
+
+
+def test_choice_lakes_keep_the_default_maps_that_have_a_choice():
+    every, choice = make("frozenlake", max_steps=8), make("frozenlake", max_steps=8, lakes="choice")
+    assert "lakes" not in every.config and choice.config["lakes"] == "choice"
+    kept = 0
+    for seed in range(60):
+        default, filtered = every.generate_instance(seed), choice.generate_instance(seed)
+        assert choice_cells(*_read_map(filtered["map"]))
+        if choice_cells(*_read_map(default["map"])):
+            kept += 1
+            assert filtered == default  # same draws, so a default map with a choice is kept as it is
+        else:
+            assert filtered != default
+    assert 20 < kept < 50  # about 3 maps in 5 at p_hole 0.2
+    with pytest.raises(EnvError, match="p_hole above 0"):
+        make("frozenlake", lakes="choice", p_hole=0)
+    with pytest.raises(EnvError, match="lakes"):
+        make("frozenlake", lakes="hard")
 
 
 def test_knobs_are_validated_and_scale_the_budget():

@@ -33,12 +33,44 @@ SCORE_MODES = ("goal", "progress", "partial")
 #: surroundings in words (where the goal lies from here, and what each move steps onto); or
 #: those words with each move marked as bringing the goal closer or taking it farther away.
 VIEWS = ("grid", "local", "compass")
+#: Which generated maps are kept: every solvable one, or only those with a choice on the way
+#: (see `choice_cells`), where a walk that ignores the holes can fall.
+LAKES = ("any", "choice")
 MIN_SIZE, MAX_SIZE = 3, 12
 
 
 def manhattan(a: Cell, b: Cell) -> int:
     """Moves between two cells on a lake without holes."""
     return abs(a[0] - b[0]) + abs(a[1] - b[1])
+
+
+def is_choice(cell: Cell, goal: Cell, holes: set[Cell]) -> bool:
+    """Whether, at `cell`, one move toward the goal steps into a hole and another onto ice.
+
+    Moves toward the goal never leave the lake (they stay inside the box spanned by the cell
+    and the goal), so no size is needed.
+    """
+    closer = {(cell[0] + r, cell[1] + c) for r, c in MOVES.values()}
+    closer = {near for near in closer if manhattan(near, goal) < manhattan(cell, goal)}
+    return bool(closer & holes and closer - holes)
+
+
+def choice_cells(start: Cell, goal: Cell, holes: set[Cell]) -> set[Cell]:
+    """The choice cells (`is_choice`) that a walk from `start` reaches when it only ever moves
+    toward the goal and has not fallen: the places where reading the holes decides the episode
+    for a policy that already knows the direction."""
+    seen: set[Cell] = set()
+    todo, found = [start], set()
+    while todo:
+        cell = todo.pop()
+        if cell in seen or cell == goal:
+            continue
+        seen.add(cell)
+        if is_choice(cell, goal, holes):
+            found.add(cell)
+        todo += [near for r, c in MOVES.values()
+                 if manhattan(near := (cell[0] + r, cell[1] + c), goal) < manhattan(cell, goal) and near not in holes]
+    return found
 
 
 def parse_move(action: str) -> str | None:
@@ -96,6 +128,7 @@ class FrozenLake(TextEnv):
         score: str = "goal",
         max_steps: int | None = None,
         view: str = "grid",
+        lakes: str = "any",
         instances: Any = None,
     ):
         self.size = int_knob("size", size, MIN_SIZE, MAX_SIZE)
@@ -108,7 +141,15 @@ class FrozenLake(TextEnv):
         self.view = choice_knob("view", view, VIEWS)
         # `view` joins the env's options only when it is not the default, so logs written
         # before it existed still compare equal to a default env (advice_demos matches on them).
-        extra = {} if self.view == "grid" else {"view": self.view}
+        # `lakes` only filters which maps are generated. A kept map's split is the one it has
+        # among all maps (a hash of its content), so `lakes: choice` never draws a test map
+        # into training.
+        self.lakes = choice_knob("lakes", lakes, LAKES)
+        if self.lakes == "choice" and self.p_hole == 0:
+            raise EnvError("lakes=choice keeps maps with holes on the way, so it needs p_hole above 0")
+        extra: dict[str, str] = {} if self.view == "grid" else {"view": self.view}
+        if self.lakes != "any":
+            extra["lakes"] = self.lakes
         super().__init__(
             max_steps=max_steps, instances=instances, size=self.size, p_hole=self.p_hole, holes=self.hole_mode,
             score=self.score_mode, **extra,
@@ -135,7 +176,9 @@ class FrozenLake(TextEnv):
 
         Start and goal lie at least size - 1 moves apart (Manhattan distance), and the
         shortest safe path is at most 3 * size moves, so every map is solvable well
-        within the default step budget.
+        within the default step budget. With `lakes="choice"` a map is also redrawn until
+        `choice_cells` finds a choice on the way; the default draws exactly the maps it
+        always did.
         """
         rng = random.Random(seed)
         n = self.size
@@ -147,6 +190,8 @@ class FrozenLake(TextEnv):
             holes = {cell for cell in cells if cell not in (start, goal) and rng.random() < self.p_hole}
             distance = shortest_distances(n, holes, goal).get(start)
             if distance is None or distance > 3 * n:
+                continue
+            if self.lakes == "choice" and not choice_cells(start, goal, holes):
                 continue
             rows = []
             for row in range(n):
