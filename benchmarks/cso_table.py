@@ -30,7 +30,7 @@ import argparse
 import json
 from pathlib import Path
 
-from tables import (
+from tables import (quiet_closed_pipe, 
     EVAL_LOG, arm_outcomes, difference_header, difference_line, evaluation_outcomes, last_metric, live_log, metric_rows,
 )
 
@@ -187,4 +187,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    quiet_closed_pipe()
     main()

@@ -23,6 +23,7 @@ import time
 
 import torch
 
+from hindsight.cli.main import quiet_third_party_warnings
 from hindsight.methods.model_setup import load_trainable
 from hindsight.train.model import collate
 from hindsight.train.sequences import TrainingSequence
@@ -92,4 +93,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    quiet_third_party_warnings()  # the libraries' deprecation notices, as the CLI does
     main()

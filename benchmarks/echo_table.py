@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tables import arm_table, difference_header, difference_line, env_steps, mean_metric, metric, final_failure_endings
+from tables import quiet_closed_pipe, arm_table, difference_header, difference_line, env_steps, mean_metric, metric, final_failure_endings
 
 ARMS = (("grpo", "GRPO"), ("echo", "ECHO"), ("echo-frozen", "ECHO, frozen critic"),
         ("echo-linear", "ECHO, linear gain"))
@@ -41,4 +41,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    quiet_closed_pipe()
     main()

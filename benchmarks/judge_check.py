@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from hindsight.cli.main import quiet_third_party_warnings
 from hindsight.agent.prm import JudgePRM, OraclePRM, StepQuery
 from hindsight.logs import read_trajectories
 from hindsight.types import Trajectory
@@ -98,4 +99,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet_third_party_warnings()  # the libraries' deprecation notices, as the CLI does
     sys.exit(main())

@@ -27,7 +27,7 @@ from pathlib import Path
 from hindsight.diagnostics.health import HealthConfig, first_alarm
 from hindsight.envs.frozenlake import MOVES, FrozenLake, _read_map, is_choice
 from hindsight.logs.outcomes import Outcome
-from tables import (EVAL_LOG, FINAL_LOG, Outcomes, arm_table, difference_header, difference_line, env_steps,
+from tables import (quiet_closed_pipe, EVAL_LOG, FINAL_LOG, Outcomes, arm_table, difference_header, difference_line, env_steps,
                     evaluation_outcomes, metric, metric_rows, run_outcomes)
 
 ARMS = (("grpo", "GRPO"), ("gigpo", "GiGPO"))
@@ -205,4 +205,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    quiet_closed_pipe()
     main()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from hindsight.cli.main import quiet_third_party_warnings
 from hindsight.agent.prm import JudgePRM, StepQuery
 from hindsight.configs import from_mapping
 from hindsight.logs import RunDir, read_trajectories
@@ -78,4 +79,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    quiet_third_party_warnings()  # the libraries' deprecation notices, as the CLI does
     main()

@@ -24,6 +24,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+from hindsight.cli.main import quiet_third_party_warnings
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.prompts import Memory
 from hindsight.envs import make
@@ -117,4 +118,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    quiet_third_party_warnings()  # the libraries' deprecation notices, as the CLI does
     main()

@@ -31,7 +31,7 @@ from hindsight.agent.selfguide import label_agreement
 from hindsight.algos.selfguide import guidance_only_groups
 from hindsight.diagnostics.runs import read_run_config
 from hindsight.logs import read_trajectories
-from tables import (
+from tables import (quiet_closed_pipe, 
     EVAL_LOG, arm_table, difference_header, difference_line, env_steps, evaluation_outcomes, final_failure_endings,
     live_log, metric, run_failure_endings, without_runs,
 )
@@ -155,4 +155,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    quiet_closed_pipe()
     main()

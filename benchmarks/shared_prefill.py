@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from hindsight.cli.main import quiet_third_party_warnings
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.prm import BestOfN, OraclePRM
 from hindsight.agent.prompts import Memory
@@ -68,4 +69,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    quiet_third_party_warnings()  # the libraries' deprecation notices, as the CLI does
     main()

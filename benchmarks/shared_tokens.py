@@ -29,6 +29,7 @@ import json
 import yaml
 from transformers import AutoTokenizer
 
+from hindsight.cli.main import quiet_third_party_warnings
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory
 from hindsight.envs import make
@@ -95,4 +96,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    quiet_third_party_warnings()  # the libraries' deprecation notices, as the CLI does
     main()

@@ -18,6 +18,7 @@ or found by replaying a kept run's actions (`hindsight outcomes check` replays t
 from __future__ import annotations
 
 import re
+import signal
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Collection, Iterable, Mapping, Sequence
@@ -30,6 +31,13 @@ from hindsight.stats import paired_difference
 
 LABELS = ("s0", "s1", "s2")
 Outcomes = dict[tuple[str, int], float]
+
+
+def quiet_closed_pipe() -> None:
+    """End quietly when the reader of the table goes away (`| head`), as command-line tools do,
+    rather than with a BrokenPipeError traceback."""
+    if hasattr(signal, "SIGPIPE"):  # POSIX only
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 
 #: The live evaluation log of a training run (its final test evaluation) and of a `hindsight eval` run.

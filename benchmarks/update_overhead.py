@@ -39,6 +39,7 @@ from dataclasses import replace
 
 import torch
 
+from hindsight.cli.main import quiet_third_party_warnings
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.prompts import Memory
 from hindsight.algos.grpo import group_advantages
@@ -161,4 +162,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    quiet_third_party_warnings()  # the libraries' deprecation notices, as the CLI does
     main()

@@ -472,3 +472,13 @@ def test_critic_check_prints_both_starts_and_refuses_a_missing_one(tmp_path, cap
     with pytest.raises(SystemExit) as exit_info:
         critic_check.main([str(out)])
     assert exit_info.value.code == 2 and "train the critic first" in capsys.readouterr().err
+
+
+def test_a_table_piped_into_a_reader_that_stops_early_ends_without_a_traceback(tmp_path):
+    import subprocess
+
+    write_run(tmp_path / "start", "eval", [0, 1] * 40)
+    # `true` reads nothing and exits at once, long before the script has imported its libraries.
+    pipeline = f"{sys.executable} {_BENCHMARKS / 'learning_table.py'} {tmp_path} | true"
+    done = subprocess.run(["bash", "-c", pipeline], capture_output=True, text=True)
+    assert done.returncode == 0 and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
