@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import argparse
 import functools
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from hindsight.diagnostics.health import HealthConfig, first_alarm
-from hindsight.envs.frozenlake import MOVES, FrozenLake, _read_map, is_choice
+from hindsight.envs.frozenlake import MOVES, FrozenLake, _read_map, is_choice, parse_move
 from hindsight.logs.outcomes import Outcome
-from tables import (quiet_closed_pipe, EVAL_LOG, FINAL_LOG, Outcomes, arm_table, difference_header, difference_line, env_steps,
-                    evaluation_outcomes, metric, metric_rows, run_outcomes)
+from tables import (EVAL_LOG, FINAL_LOG, Outcomes, arm_table, difference_header, difference_line, env_steps,
+                    evaluation_outcomes, metric, metric_rows, quiet_closed_pipe, run_outcomes)
 
 ARMS = (("grpo", "GRPO"), ("gigpo", "GiGPO"))
 ABLATIONS = (("abl-trajectory-mean", "trajectory-mean aggregation"), ("abl-g4", "G = 4, 16 tasks"),
@@ -86,41 +87,56 @@ def rule_move(position: tuple[int, int], goal: tuple[int, int]) -> str:
 
 @dataclass(frozen=True)
 class MoveShares:
-    moves: int
-    rule: int  # moves the hole-blind rule predicts
-    beside_hole: int  # moves made where a neighbouring cell is a hole
-    into_hole: int  # of those, moves into a hole
+    moves: int = 0
+    rule: int = 0  # moves the hole-blind rule predicts
+    beside_hole: int = 0  # moves made where a neighbouring cell is a hole
+    into_hole: int = 0  # of those, moves into a hole
     choices: int = 0  # moves made where one move toward the goal is a hole and another is not
     chose_hole: int = 0  # of those, moves into the hole
+
+    def __add__(self, other: MoveShares) -> MoveShares:
+        return MoveShares(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+
+def episode_shares(lake: list[str], actions: Sequence[str | None]) -> tuple[MoveShares, bool]:
+    """Replay one episode's moves on its map (FrozenLake rows): their counts, and whether the
+    replay ends on the goal. Moves are read as the env reads them (`parse_move`: "Up", "north"), and
+    one it cannot read (or None, no action) stays put, as in the env."""
+    start, goal, holes = _read_map(lake)
+    size = len(lake)
+    moves = rule = beside = into = choices = chose = 0
+    position, reached = start, False
+    for action in actions:
+        move = parse_move(action) if action else None
+        d_row, d_col = MOVES[move] if move else (0, 0)
+        target = (position[0] + d_row, position[1] + d_col)
+        neighbours = {(position[0] + r, position[1] + c) for r, c in MOVES.values()}
+        moves += 1
+        rule += move == rule_move(position, goal)
+        if neighbours & holes:
+            beside += 1
+            into += target in holes
+        if is_choice(position, goal, holes):
+            choices += 1
+            chose += target in holes
+        if target in holes:
+            break
+        if 0 <= target[0] < size and 0 <= target[1] < size:
+            position = target
+        reached = position == goal
+    return MoveShares(moves, rule, beside, into, choices, chose), reached
 
 
 def move_shares(outcomes: list[Outcome]) -> MoveShares | None:
     """Replay every test episode's moves on its map (the outcome's task seed) and count them; None
     where an episode's replay does not end as its outcome says (not the benchmark's test lake)."""
-    moves = rule = beside = into = choices = chose = 0
+    total = MoveShares()
     for outcome in outcomes:
-        start, goal, holes = _read_map(TEST_LAKE.generate_instance(outcome.task_seed)["map"])
-        position, reached = start, False
-        for action in outcome.actions:
-            d_row, d_col = MOVES.get(action, (0, 0))
-            target = (position[0] + d_row, position[1] + d_col)
-            neighbours = {(position[0] + r, position[1] + c) for r, c in MOVES.values()}
-            moves += 1
-            rule += action == rule_move(position, goal)
-            if neighbours & holes:
-                beside += 1
-                into += target in holes
-            if is_choice(position, goal, holes):
-                choices += 1
-                chose += target in holes
-            if target in holes:
-                break
-            if 0 <= target[0] < 4 and 0 <= target[1] < 4:
-                position = target
-            reached = position == goal
+        shares, reached = episode_shares(TEST_LAKE.generate_instance(outcome.task_seed)["map"], outcome.actions)
         if reached != outcome.success:
             return None
-    return MoveShares(moves, rule, beside, into, choices, chose)
+        total += shares
+    return total
 
 
 @functools.cache

@@ -5,6 +5,7 @@ import io
 import json
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -482,3 +483,58 @@ def test_a_table_piped_into_a_reader_that_stops_early_ends_without_a_traceback(t
     pipeline = f"{sys.executable} {_BENCHMARKS / 'learning_table.py'} {tmp_path} | true"
     done = subprocess.run(["bash", "-c", pipeline], capture_output=True, text=True)
     assert done.returncode == 0 and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+
+
+def test_choice_rollouts_counts_the_hole_at_choice_states_block_by_block(tmp_path, capsys):
+    """Random rollouts on compass lakes, replayed by hand in the env: the script's shares must match."""
+    import choice_rollouts
+
+    from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
+    from hindsight.agent.prompts import Memory
+    from hindsight.envs import make
+    from hindsight.envs.frozenlake import _read_map, is_choice
+    from hindsight.llm import load_model
+    from hindsight.types import SamplingParams
+
+    lake = {"size": 4, "max_steps": 8, "view": "compass", "lakes": "choice"}
+    seeds = make("frozenlake", **lake).split_seeds("train", 12)
+    config = RolloutConfig(memory=Memory.parse("none"), sampling=SamplingParams(), split="train", model_name="random:5")
+    engine = RolloutEngine(lambda: make("frozenlake", **lake), load_model("random:5"), config)
+    episodes = [t.with_meta(update=1 + i // 4) for i, t in enumerate(engine.iter_run(Task(seed=s) for s in seeds))]
+    run = RunDir(tmp_path / "run")
+    with run.trajectory_writer("train", env="frozenlake", split="train") as writer:
+        for episode in episodes:
+            writer.write_trajectory(episode)
+    rows = [{"step": u, "tide/action_entropy": e} for u, e in ((1, 1.0), (2, 0.5), (3, 0.2))]
+    (tmp_path / "run" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + "{broken\n")
+    # By hand, from the logged steps alone: the position from the state key, the fall from the feedback.
+    by_block = {0: [0, 0], 1: [0, 0]}  # block -> [moves at choice states, of which into the hole]
+    env = make("frozenlake", **lake)
+    for episode in episodes:
+        _, goal, holes = _read_map(env.generate_instance(episode.seed)["map"])
+        for step in episode.steps:
+            row, col = (int(v) - 1 for v in step.state_key.removeprefix("pos=").split(","))
+            if is_choice((row, col), goal, holes):
+                by_block[(episode.meta["update"] - 1) // 2][0] += 1
+                by_block[(episode.meta["update"] - 1) // 2][1] += "fell into the hole" in step.feedback
+    blocks = choice_rollouts.blocks(tmp_path / "run", 2, lambda issue: None)
+    assert [(b.first, b.last, b.episodes) for b in blocks] == [(1, 2, 8), (3, 3, 4)]
+    assert [[b.shares.choices, b.shares.chose_hole] for b in blocks] == [by_block[0], by_block[1]]
+    assert sum(b.shares.choices for b in blocks) > 5 and not any(b.mismatched for b in blocks)
+    assert blocks[0].action_entropy == 0.75 and blocks[1].action_entropy == 0.2
+    assert blocks[0].success == sum(e.success for e in episodes[:8]) / 8
+    # The script: a table per run, the broken metrics line reported, a run of another env refused.
+    sys.argv, argv = ["choice_rollouts.py", str(tmp_path / "run"), "--block", "2"], sys.argv
+    try:
+        choice_rollouts.main()
+        captured = capsys.readouterr()
+        assert "| 1–2 | 8 |" in captured.out and "| 3–3 | 4 |" in captured.out
+        assert "metrics.jsonl:4" in captured.err
+        other = RunDir(tmp_path / "blocks")
+        with other.trajectory_writer("train", env="blocksworld", split="train") as writer:
+            writer.write_trajectory(replace(episodes[0], env="blocksworld"))
+        sys.argv = ["choice_rollouts.py", str(tmp_path / "blocks")]
+        with pytest.raises(SystemExit, match="reads FrozenLake runs"):
+            choice_rollouts.main()
+    finally:
+        sys.argv = argv
