@@ -5,7 +5,10 @@
 Greedy test success moves only when the greedy move flips, so it says late, and confounded with
 the tie-break (docs/results.md, issue 45), whether training is teaching the holes. The sampled
 moves of the training rollouts say it early. For each block of `--block` updates this prints the
-rollouts' success and action entropy (from metrics.jsonl), and, replaying every rollout's moves
+rollouts' success beside the success of three rules on the same lakes (learning_table.RULES:
+toward the goal sideways first, vertical first, and sideways first but never into a hole), since
+the lakes of one block can be much easier than another's; the action entropy (from
+metrics.jsonl); and, replaying every rollout's moves
 on its map (the trajectory's seed and env options), the share of moves beside a hole that
 stepped in and the share of moves at choice states (one move toward the goal is a hole and
 another is not) that took the hole. A policy that reads the holes drives the last share toward
@@ -23,7 +26,7 @@ from pathlib import Path
 
 from hindsight.envs import Env, EnvError, make
 from hindsight.logs import LogIssue, read_metrics, read_trajectories
-from learning_table import MoveShares, episode_shares
+from learning_table import RULES, MoveShares, episode_shares, rule_solves
 from tables import quiet_closed_pipe
 
 
@@ -36,6 +39,7 @@ class Block:
     action_entropy: float | None  # mean of the updates' tide/action_entropy
     shares: MoveShares
     mismatched: int  # rollouts whose replay did not end as logged (left out of the shares)
+    rules: dict[str, float]  # each of learning_table.RULES: its success on the block's lakes
 
     @property
     def into_hole(self) -> float | None:
@@ -53,17 +57,18 @@ def blocks(run: Path, size: int, on_issue: Callable[[LogIssue], None]) -> list[B
     if not log.is_file():
         raise EnvError(f"{log} does not exist (a training run writes its rollouts there)")
     lakes: dict[str, Env] = {}
-    grouped: dict[int, list[tuple[int, bool, MoveShares, bool]]] = {}
+    grouped: dict[int, list[tuple[int, bool, MoveShares, bool, list[str]]]] = {}
     for trajectory in read_trajectories(log, on_issue):
         if trajectory.env != "frozenlake":
             raise EnvError(f"{run}: rollouts of {trajectory.env!r}; choice_rollouts reads FrozenLake runs")
         update = int(trajectory.meta.get("update", 0))
         key = json.dumps(dict(trajectory.env_kwargs), sort_keys=True)
         env = lakes.setdefault(key, make("frozenlake", **trajectory.env_kwargs))
-        shares, reached = episode_shares(env.generate_instance(trajectory.seed)["map"],
-                                         [step.action for step in trajectory.steps])
+        max_steps = env.max_steps
+        lake = env.generate_instance(trajectory.seed)["map"]
+        shares, reached = episode_shares(lake, [step.action for step in trajectory.steps])
         grouped.setdefault((update - 1) // size, []).append(
-            (update, trajectory.success, shares, reached == trajectory.success))
+            (update, trajectory.success, shares, reached == trajectory.success, lake))
     metrics = run / "metrics.jsonl"
     entropy = {int(row["step"]): float(row["tide/action_entropy"])
                for row in (read_metrics(metrics, on_issue) if metrics.is_file() else []) if "tide/action_entropy" in row}
@@ -71,11 +76,13 @@ def blocks(run: Path, size: int, on_issue: Callable[[LogIssue], None]) -> list[B
     for index in sorted(grouped):
         rows = grouped[index]
         first, last = index * size + 1, max(update for update, *_ in rows)
-        kept = [shares for _, _, shares, matches in rows if matches]
+        kept = [shares for _, _, shares, matches, _ in rows if matches]
         values = [entropy[u] for u in range(first, last + 1) if u in entropy]
-        result.append(Block(first, last, len(rows), sum(success for _, success, _, _ in rows) / len(rows),
+        rules = {name: sum(rule_solves(lake, first_kind, safe, max_steps) for *_, lake in rows) / len(rows)
+                 for name, (first_kind, safe) in RULES.items()}
+        result.append(Block(first, last, len(rows), sum(success for _, success, *_ in rows) / len(rows),
                             sum(values) / len(values) if values else None,
-                            sum(kept, MoveShares()), len(rows) - len(kept)))
+                            sum(kept, MoveShares()), len(rows) - len(kept), rules))
     return result
 
 
@@ -105,12 +112,13 @@ def main() -> None:
                                   "chose_hole": row.chose_hole}))
             continue
         print(f"{run}\n")
-        print("| updates | rollouts | success | action entropy | moves beside a hole that step in | "
-              "choice states: moves into the hole |")
-        print("|---|---|---|---|---|---|")
+        print("| updates | rollouts | success | " + " | ".join(f"{name} rule, same lakes" for name in RULES)
+              + " | action entropy | moves beside a hole that step in | choice states: moves into the hole |")
+        print("|---|---|---|" + "---|" * len(RULES) + "---|---|---|")
         for row in rows:
             entropy = "–" if row.action_entropy is None else f"{row.action_entropy:.2f}"
-            print(f"| {row.first}–{row.last} | {row.episodes} | {row.success:.2f} | {entropy} | "
+            rules = " | ".join(f"{row.rules[name]:.2f}" for name in RULES)
+            print(f"| {row.first}–{row.last} | {row.episodes} | {row.success:.2f} | {rules} | {entropy} | "
                   f"{share(row.into_hole, row.shares.beside_hole)} | {share(row.chose_hole, row.shares.choices)} |")
         mismatched = sum(row.mismatched for row in rows)
         if mismatched:

@@ -85,6 +85,36 @@ def rule_move(position: tuple[int, int], goal: tuple[int, int]) -> str:
     return "down" if goal[0] > position[0] else "up"
 
 
+#: The rules `rule_solves` plays: which kind of move toward the goal comes first, and whether the
+#: rule ever steps into a hole beside it.
+RULES = {"sideways first": ("sideways", False), "vertical first": ("vertical", False),
+         "sideways first, safe": ("sideways", True)}
+
+
+def rule_solves(lake: list[str], first: str, safe: bool, max_steps: int = 8) -> bool:
+    """Whether a rule that knows the direction solves the map: it steps toward the goal, `first`
+    ("sideways" or "vertical") while both kinds of move lead there; `safe` also skips a move into a
+    hole for the next in its order (the other move toward the goal, then up, down, left, right)."""
+    start, goal, holes = _read_map(lake)
+    size, position = len(lake), start
+    for _ in range(max_steps):
+        sideways = ["right" if goal[1] > position[1] else "left"] if goal[1] != position[1] else []
+        vertical = ["down" if goal[0] > position[0] else "up"] if goal[0] != position[0] else []
+        order = sideways + vertical if first == "sideways" else vertical + sideways
+        if safe:
+            order += [move for move in MOVES if move not in order]
+            order = [move for move in order if (position[0] + MOVES[move][0], position[1] + MOVES[move][1])
+                     not in holes and 0 <= position[0] + MOVES[move][0] < size
+                     and 0 <= position[1] + MOVES[move][1] < size] or order
+        d_row, d_col = MOVES[order[0]]
+        position = (position[0] + d_row, position[1] + d_col)
+        if position in holes:
+            return False
+        if position == goal:
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class MoveShares:
     moves: int = 0

@@ -519,6 +519,10 @@ def test_choice_rollouts_counts_the_hole_at_choice_states_block_by_block(tmp_pat
                 by_block[(episode.meta["update"] - 1) // 2][1] += "fell into the hole" in step.feedback
     blocks = choice_rollouts.blocks(tmp_path / "run", 2, lambda issue: None)
     assert [(b.first, b.last, b.episodes) for b in blocks] == [(1, 2, 8), (3, 3, 4)]
+    import learning_table
+
+    lakes = [env.generate_instance(e.seed)["map"] for e in episodes[8:]]
+    assert blocks[1].rules["sideways first"] == sum(learning_table.rule_solves(m, "sideways", False) for m in lakes) / 4
     assert [[b.shares.choices, b.shares.chose_hole] for b in blocks] == [by_block[0], by_block[1]]
     assert sum(b.shares.choices for b in blocks) > 5 and not any(b.mismatched for b in blocks)
     assert blocks[0].action_entropy == 0.75 and blocks[1].action_entropy == 0.2
@@ -538,3 +542,23 @@ def test_choice_rollouts_counts_the_hole_at_choice_states_block_by_block(tmp_pat
             choice_rollouts.main()
     finally:
         sys.argv = argv
+
+
+def test_the_rules_on_the_test_lakes_and_a_run_that_plays_the_sideways_rule():
+    import learning_table
+    from hindsight.logs import read_run
+
+    # The hand-drawn lake: every way toward the goal meets a hole, and the safe rule, which
+    # steps back and forth beside (2,4), runs out of its 8 moves.
+    lake = ["SFFF", "FHFH", "FFFH", "HFFG"]
+    assert not any(learning_table.rule_solves(lake, first, safe) for first, safe in learning_table.RULES.values())
+    assert learning_table.rule_solves(["SFF", "FFF", "FFG"], "vertical", False)
+    seeds = learning_table.TEST_LAKE.split_seeds("test", 300)
+    maps = {seed: learning_table.TEST_LAKE.generate_instance(seed)["map"] for seed in seeds}
+    solved = {name: {s for s in seeds if learning_table.rule_solves(maps[s], *rule)}
+              for name, rule in learning_table.RULES.items()}
+    assert [len(tasks) for tasks in solved.values()] == [163, 189, 242]  # 0.543, 0.630, 0.807
+    # grpo-s0 of the hole-free benchmark plays the sideways-first rule at every test move, so it
+    # solves exactly the rule's tasks.
+    _, outcomes = read_run(Path(__file__).resolve().parents[1] / "results" / "learning-holefree" / "grpo-s0")
+    assert {o.task_seed for o in outcomes if o.success} == solved["sideways first"]
