@@ -21,9 +21,10 @@
 #           p_hole 0.35 and 0.5 (against abl-holes0.35), and at p_hole 0.5 with lr 5e-4 and 2e-4;
 #           trajectory-mean aggregation at lr 5e-4 and 2e-4, and at 5e-4 with DAPO's dynamic sampling;
 #           an entropy bonus of 0.05, 0.2 and 0.5 at lr 5e-4. The hole-free variant has its own
-#           four: lr 5e-4; 16 tasks per update; KL 0.01 to the start; training on choice lakes
+#           five: lr 5e-4; 16 tasks per update; KL 0.01 to the start; training on choice lakes
 #           only (`lakes: choice`, maps where a walk toward the goal can fall; the test lakes stay
-#           every map)
+#           every map); training on twin lakes (`twins: true`, each lake beside its transpose in
+#           the same update)
 #   table   test success per run and the paired differences (benchmarks/learning_table.py)
 # VARIANT=holefree runs the hole-free benchmark instead (its own ablations, see above): the
 # start is cloned from lakes without holes (recipes/sft-frozenlake-holefree.yaml) and GRPO
@@ -78,6 +79,8 @@ for stage in $stages; do
       arm abl-kl0.01 0 grpo "$recipe" "${switches[@]}" --set kl_coef=0.01 --set kl_reference=init
       arm abl-choice 0 grpo "$recipe" "${switches[@]}" \
           --set "'env_kwargs={max_steps: 8, view: compass, lakes: choice}'" --set "'eval_env_kwargs={lakes: any}'"
+      arm abl-twins 0 grpo "$recipe" "${switches[@]}" \
+          --set "'env_kwargs={max_steps: 8, view: compass, twins: true}'" --set "'eval_env_kwargs={twins: false}'"
       wait
       continue
     fi

@@ -45,7 +45,7 @@ ABLATIONS = (("abl-trajectory-mean", "trajectory-mean aggregation"), ("abl-g4", 
              ("abl-trajmean-dyn-lr5e-4", "trajectory-mean, lr 5e-4, dynamic sampling"),
              ("abl-ent0.05-lr5e-4", "entropy bonus 0.05, lr 5e-4"), ("abl-ent0.2-lr5e-4", "entropy bonus 0.2, lr 5e-4"),
              ("abl-ent0.5-lr5e-4", "entropy bonus 0.5, lr 5e-4"), ("abl-kl0.01", "KL 0.01 to the start"),
-             ("abl-choice", "trained on choice lakes only"))
+             ("abl-choice", "trained on choice lakes only"), ("abl-twins", "trained on twin lakes"))
 #: Ablations that also pair with another ablation: the one they change one thing of.
 ABLATION_BASES = {"abl-gigpo-lr5e-4": "abl-lr5e-4", "abl-kl-lr5e-4": "abl-lr5e-4",
                   "abl-gigpo-holes0.35": "abl-holes0.35", "abl-gigpo-holes0.5": "abl-gigpo-holes0.35",

@@ -259,3 +259,23 @@ def test_unsolvable_stored_map_is_rejected(instance_file):
     path = instance_file("frozenlake", [(5, "test", walled)])
     with pytest.raises(EnvError, match="seed 5: the map has no safe path"):
         make("frozenlake", instances=str(path))
+
+
+def test_twins_pair_each_lake_with_its_transpose_in_one_split():
+    twins = make("frozenlake", max_steps=8, twins=True)
+    assert twins.config["twins"] is True and "twins" not in make("frozenlake").config
+    plain = make("frozenlake", max_steps=8)
+    assert twins.generate_instance(10) == plain.generate_instance(5)  # seed 2k is seed k's map
+    rows = twins.generate_instance(10)["map"]
+    assert twins.generate_instance(11)["map"] == ["".join(row[c] for row in rows) for c in range(4)]
+    seeds = twins.split_seeds("train", 40)
+    assert len(set(seeds)) == 40 and all(seed ^ 1 in seeds for seed in seeds)
+    assert all(twins.seed_split(seed) == "train" for seed in seeds)
+    assert seeds[0] % 2 == 0 and all(seeds[i] ^ 1 == seeds[i + 1] for i in range(0, 40, 2))
+    # A twin walks the other way round: its start and goal are the transposed cells.
+    start, goal, holes = _read_map(rows)
+    t_start, t_goal, t_holes = _read_map(twins.generate_instance(11)["map"])
+    assert t_start == start[::-1] and t_goal == goal[::-1] and t_holes == {cell[::-1] for cell in holes}
+    assert set(twins.split_seeds("test", 10)).isdisjoint(seeds)
+    with pytest.raises(EnvError, match="twins must be true or false"):
+        make("frozenlake", twins="sometimes")

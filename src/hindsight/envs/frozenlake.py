@@ -129,6 +129,7 @@ class FrozenLake(TextEnv):
         max_steps: int | None = None,
         view: str = "grid",
         lakes: str = "any",
+        twins: bool = False,
         instances: Any = None,
     ):
         self.size = int_knob("size", size, MIN_SIZE, MAX_SIZE)
@@ -150,6 +151,13 @@ class FrozenLake(TextEnv):
         extra: dict[str, str] = {} if self.view == "grid" else {"view": self.view}
         if self.lakes != "any":
             extra["lakes"] = self.lakes
+        if not isinstance(twins, bool):
+            raise EnvError(f"twins must be true or false, got {twins!r}")
+        # Twins cancel what a batch of lakes happens to reward about the tie-break (sideways or
+        # vertical first), which is otherwise the largest thing a small batch teaches.
+        self.twins = twins
+        if twins:
+            extra["twins"] = True
         super().__init__(
             max_steps=max_steps, instances=instances, size=self.size, p_hole=self.p_hole, holes=self.hole_mode,
             score=self.score_mode, **extra,
@@ -178,8 +186,33 @@ class FrozenLake(TextEnv):
         shortest safe path is at most 3 * size moves, so every map is solvable well
         within the default step budget. With `lakes="choice"` a map is also redrawn until
         `choice_cells` finds a choice on the way; the default draws exactly the maps it
-        always did.
+        always did. With `twins=True`, seeds 2k and 2k + 1 give one map and its transpose
+        (rows and columns swapped): where one twin rewards stepping sideways first, the other
+        rewards stepping vertically first by exactly as much. Each twin keeps the split its
+        own content hashes to.
         """
+        if not self.twins:
+            return {"size": self.size, "map": self._draw(seed)}
+        rows = self._draw(seed // 2)
+        if seed % 2:
+            rows = ["".join(row[col] for row in rows) for col in range(self.size)]
+        return {"size": self.size, "map": rows}
+
+    def split_seeds(self, split: str, n: int, start: int = 0) -> list[int]:
+        """With `twins`, whole pairs only: the first seeds of `split` whose twin is also a distinct
+        `split` instance, so a batch of consecutive seeds holds each lake with its transpose."""
+        if not self.twins or self.instance_file is not None:
+            return super().split_seeds(split, n, start)
+        pool = 2 * int(n) + 8  # about 4 seeds in 5 have their twin in the same split
+        while True:  # the base class says so when the generator runs out of distinct instances
+            seeds = super().split_seeds(split, pool, start)
+            present = set(seeds)
+            paired = [seed for seed in seeds if seed ^ 1 in present]
+            if len(paired) >= n:
+                return paired[:n]
+            pool *= 2
+
+    def _draw(self, seed: int) -> list[str]:
         rng = random.Random(seed)
         n = self.size
         cells = [(row, col) for row in range(n) for col in range(n)]
@@ -200,7 +233,7 @@ class FrozenLake(TextEnv):
                     cell = (row, col)
                     line.append("S" if cell == start else "G" if cell == goal else "H" if cell in holes else "F")
                 rows.append("".join(line))
-            return {"size": n, "map": rows}
+            return rows
         raise EnvError(f"frozenlake: could not generate a solvable map for seed {seed}")  # pragma: no cover
 
     def check_instance(self, instance: Mapping[str, Any]) -> None:
