@@ -36,7 +36,7 @@ from pathlib import Path
 from hindsight.cli.main import quiet_third_party_warnings
 from hindsight.configs import ConfigError, from_mapping
 from hindsight.envs import EnvError, make
-from hindsight.envs.frozenlake import MOVES, FrozenLake, _read_map, choice_cells, manhattan
+from hindsight.envs.frozenlake import FrozenLake, _read_map, choice_cells, toward_moves
 from hindsight.llm.base import ModelError
 from hindsight.logs import RunDir
 from hindsight.methods.grpo import GRPOConfig
@@ -77,6 +77,11 @@ class Margins:
     ice_preferred: float  # share of states where the greedy reply avoids the hole
 
 
+def reply(move: str) -> str:
+    """A move as the benchmark's recipes ask the policy to answer it."""
+    return f"<action>{move}</action>"
+
+
 def walk_to(start: tuple[int, int], target: tuple[int, int], goal: tuple[int, int],
             holes: set[tuple[int, int]]) -> list[str]:
     """The moves of a walk from `start` to `target` that steps only on ice and only toward the goal
@@ -87,9 +92,8 @@ def walk_to(start: tuple[int, int], target: tuple[int, int], goal: tuple[int, in
         cell = todo.popleft()
         if cell == target:
             return paths[cell]
-        for move, (d_row, d_col) in MOVES.items():
-            near = (cell[0] + d_row, cell[1] + d_col)
-            if near not in paths and near not in holes and manhattan(near, goal) < manhattan(cell, goal):
+        for move, near in toward_moves(cell, goal).items():
+            if near not in paths and near not in holes:
                 paths[near] = paths[cell] + [move]
                 todo.append(near)
     raise AssertionError(f"{target} is not on a walk toward the goal from {start}")  # choice_cells found it
@@ -109,16 +113,14 @@ def choice_states(config: GRPOConfig, split: str, lakes: int, tokenizer) -> list
             observation, info = env.reset(seed)
             history: list[Step] = []
             for index, move in enumerate(walk_to(start, cell, goal, holes)):
-                raw = f"<action>{move}</action>"
                 feedback, reward, _, _, after = env.step(move)
-                history.append(Step(index, observation, info["state_key"], raw, move, None, True, reward,
+                history.append(Step(index, observation, info["state_key"], reply(move), move, None, True, reward,
                                     after["score"], feedback))
                 observation, info = feedback, after
             conversation = builder.build(env.instruction, history, observation)
-            toward = [move for move, (d_row, d_col) in MOVES.items()
-                      if manhattan((cell[0] + d_row, cell[1] + d_col), goal) < manhattan(cell, goal)]
-            hole = next(m for m in toward if (cell[0] + MOVES[m][0], cell[1] + MOVES[m][1]) in holes)
-            ice = next(m for m in toward if m != hole)
+            toward = toward_moves(cell, goal)
+            hole = next(move for move, near in toward.items() if near in holes)
+            ice = next(move for move in toward if move != hole)
             states.append(ChoiceState(seed, len(history), render_prompt(tokenizer, conversation), hole, ice))
     return states
 
@@ -131,9 +133,9 @@ def margins_of(model, adapter: str, states: list[ChoiceState], batch: int = 8) -
     for state in states:
         prompt = tokenizer.encode(state.prompt, add_special_tokens=False)
         for move in (state.ice, state.hole):
-            reply = tokenizer.encode(f"<action>{move}</action>", add_special_tokens=False)
-            sequences.append(prompt + reply)
-            spans.append((len(prompt) - 1, len(prompt) + len(reply) - 1))  # logprobs[t] scores token t + 1
+            answer = tokenizer.encode(reply(move), add_special_tokens=False)
+            sequences.append(prompt + answer)
+            spans.append((len(prompt) - 1, len(prompt) + len(answer) - 1))  # logprobs[t] scores token t + 1
     totals = []
     for first in range(0, len(sequences), batch):
         chunk = model.sequence_logprobs("policy", sequences[first:first + batch])

@@ -26,7 +26,7 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from hindsight.diagnostics.health import HealthConfig, first_alarm
-from hindsight.envs.frozenlake import MOVES, FrozenLake, _read_map, is_choice, parse_move
+from hindsight.envs.frozenlake import MOVES, FrozenLake, _read_map, is_choice, parse_move, toward_moves
 from hindsight.logs.outcomes import Outcome
 from tables import (EVAL_LOG, FINAL_LOG, Outcomes, arm_table, difference_header, difference_line, env_steps,
                     evaluation_outcomes, metric, metric_rows, quiet_closed_pipe, run_outcomes)
@@ -78,11 +78,19 @@ def alarm(run: Path) -> str:
 TEST_LAKE = FrozenLake(size=4, max_steps=8, view="local")
 
 
-def rule_move(position: tuple[int, int], goal: tuple[int, int]) -> str:
-    """The hole-blind rule: toward the goal, sideways while the goal is in another column."""
-    if goal[1] != position[1]:
-        return "right" if goal[1] > position[1] else "left"
-    return "down" if goal[0] > position[0] else "up"
+def toward(position: tuple[int, int], goal: tuple[int, int], first: str = "sideways") -> list[str]:
+    """The moves toward the goal (`frozenlake.toward_moves`), those of kind `first` ("sideways",
+    left or right, or "vertical") first."""
+    moves = list(toward_moves(position, goal))
+    sideways = [move for move in moves if move in ("left", "right")]
+    vertical = [move for move in moves if move in ("up", "down")]
+    return sideways + vertical if first == "sideways" else vertical + sideways
+
+
+def rule_move(position: tuple[int, int], goal: tuple[int, int]) -> str | None:
+    """The hole-blind rule: toward the goal, sideways while the goal is in another column (None on
+    the goal)."""
+    return next(iter(toward(position, goal)), None)
 
 
 #: The rules `rule_solves` plays: which kind of move toward the goal comes first, and whether the
@@ -98,21 +106,21 @@ def rule_solves(lake: list[str], first: str, safe: bool, max_steps: int = 8) -> 
     start, goal, holes = _read_map(lake)
     size, position = len(lake), start
     for _ in range(max_steps):
-        sideways = ["right" if goal[1] > position[1] else "left"] if goal[1] != position[1] else []
-        vertical = ["down" if goal[0] > position[0] else "up"] if goal[0] != position[0] else []
-        order = sideways + vertical if first == "sideways" else vertical + sideways
+        order = toward(position, goal, first)
         if safe:
-            order += [move for move in MOVES if move not in order]
-            order = [move for move in order if (position[0] + MOVES[move][0], position[1] + MOVES[move][1])
-                     not in holes and 0 <= position[0] + MOVES[move][0] < size
-                     and 0 <= position[1] + MOVES[move][1] < size] or order
-        d_row, d_col = MOVES[order[0]]
-        position = (position[0] + d_row, position[1] + d_col)
+            fallback = order + [move for move in MOVES if move not in order]
+            order = [move for move in fallback if (near := _after(position, move)) not in holes
+                     and 0 <= near[0] < size and 0 <= near[1] < size] or order
+        position = _after(position, order[0])
         if position in holes:
             return False
         if position == goal:
             return True
     return False
+
+
+def _after(position: tuple[int, int], move: str) -> tuple[int, int]:
+    return position[0] + MOVES[move][0], position[1] + MOVES[move][1]
 
 
 @dataclass(frozen=True)

@@ -44,14 +44,18 @@ def manhattan(a: Cell, b: Cell) -> int:
     return abs(a[0] - b[0]) + abs(a[1] - b[1])
 
 
-def is_choice(cell: Cell, goal: Cell, holes: set[Cell]) -> bool:
-    """Whether, at `cell`, one move toward the goal steps into a hole and another onto ice.
+def toward_moves(cell: Cell, goal: Cell) -> dict[str, Cell]:
+    """The moves from `cell` that bring the goal one step closer, each with the cell it reaches, in
+    `MOVES` order. They never leave the lake: they stay inside the box spanned by the cell and
+    the goal, so no size is needed."""
+    here = manhattan(cell, goal)
+    return {move: near for move, (d_row, d_col) in MOVES.items()
+            if manhattan(near := (cell[0] + d_row, cell[1] + d_col), goal) < here}
 
-    Moves toward the goal never leave the lake (they stay inside the box spanned by the cell
-    and the goal), so no size is needed.
-    """
-    closer = {(cell[0] + r, cell[1] + c) for r, c in MOVES.values()}
-    closer = {near for near in closer if manhattan(near, goal) < manhattan(cell, goal)}
+
+def is_choice(cell: Cell, goal: Cell, holes: set[Cell]) -> bool:
+    """Whether, at `cell`, one move toward the goal steps into a hole and another onto ice."""
+    closer = set(toward_moves(cell, goal).values())
     return bool(closer & holes and closer - holes)
 
 
@@ -68,8 +72,7 @@ def choice_cells(start: Cell, goal: Cell, holes: set[Cell]) -> set[Cell]:
         seen.add(cell)
         if is_choice(cell, goal, holes):
             found.add(cell)
-        todo += [near for r, c in MOVES.values()
-                 if manhattan(near := (cell[0] + r, cell[1] + c), goal) < manhattan(cell, goal) and near not in holes]
+        todo += [near for near in toward_moves(cell, goal).values() if near not in holes]
     return found
 
 
