@@ -31,6 +31,17 @@ from tables import quiet_closed_pipe
 
 
 @dataclass(frozen=True)
+class Rollout:
+    """One training rollout, replayed on its map."""
+
+    update: int
+    success: bool
+    shares: MoveShares
+    replayed: bool  # the replay ends as the log says
+    solved: dict[str, bool]  # whether each rule of learning_table.RULES solves its lake
+
+
+@dataclass(frozen=True)
 class Block:
     first: int  # first update of the block
     last: int
@@ -57,32 +68,31 @@ def blocks(run: Path, size: int, on_issue: Callable[[LogIssue], None]) -> list[B
     if not log.is_file():
         raise EnvError(f"{log} does not exist (a training run writes its rollouts there)")
     lakes: dict[str, Env] = {}
-    grouped: dict[int, list[tuple[int, bool, MoveShares, bool, list[str]]]] = {}
+    grouped: dict[int, list[Rollout]] = {}
     for trajectory in read_trajectories(log, on_issue):
         if trajectory.env != "frozenlake":
             raise EnvError(f"{run}: rollouts of {trajectory.env!r}; choice_rollouts reads FrozenLake runs")
         update = int(trajectory.meta.get("update", 0))
         key = json.dumps(dict(trajectory.env_kwargs), sort_keys=True)
         env = lakes.setdefault(key, make("frozenlake", **trajectory.env_kwargs))
-        max_steps = env.max_steps
         lake = env.generate_instance(trajectory.seed)["map"]
         shares, reached = episode_shares(lake, [step.action for step in trajectory.steps])
+        solved = {name: rule_solves(lake, first, safe, env.max_steps) for name, (first, safe) in RULES.items()}
         grouped.setdefault((update - 1) // size, []).append(
-            (update, trajectory.success, shares, reached == trajectory.success, lake))
+            Rollout(update, trajectory.success, shares, reached == trajectory.success, solved))
     metrics = run / "metrics.jsonl"
     entropy = {int(row["step"]): float(row["tide/action_entropy"])
                for row in (read_metrics(metrics, on_issue) if metrics.is_file() else []) if "tide/action_entropy" in row}
     result = []
     for index in sorted(grouped):
         rows = grouped[index]
-        first, last = index * size + 1, max(update for update, *_ in rows)
-        kept = [shares for _, _, shares, matches, _ in rows if matches]
+        first, last = index * size + 1, max(row.update for row in rows)
+        kept = [row.shares for row in rows if row.replayed]
         values = [entropy[u] for u in range(first, last + 1) if u in entropy]
-        rules = {name: sum(rule_solves(lake, first_kind, safe, max_steps) for *_, lake in rows) / len(rows)
-                 for name, (first_kind, safe) in RULES.items()}
-        result.append(Block(first, last, len(rows), sum(success for _, success, *_ in rows) / len(rows),
-                            sum(values) / len(values) if values else None,
-                            sum(kept, MoveShares()), len(rows) - len(kept), rules))
+        result.append(Block(first, last, len(rows), sum(row.success for row in rows) / len(rows),
+                            sum(values) / len(values) if values else None, sum(kept, MoveShares()),
+                            len(rows) - len(kept),
+                            {name: sum(row.solved[name] for row in rows) / len(rows) for name in RULES}))
     return result
 
 
