@@ -160,6 +160,21 @@ def test_grpo_loop_logs_checkpoints_and_evaluates(tiny_model_dir, tmp_path):
     assert [c.step for c in list_checkpoints(run)] == [1, 2]
 
 
+def test_train_seed_start_gives_a_run_its_own_training_tasks(tiny_model_dir, tmp_path):
+    from hindsight.envs import make
+
+    config = grpo_config(tiny_model_dir, updates=1, eval_every=0, final_eval_split="", train_seed_start=5000)
+    run = train_grpo(config, tmp_path / "grpo")
+    train = [json.loads(line) for line in (run / "trajectories" / "train.jsonl").read_text().splitlines()[1:]]
+    env = make("frozenlake", size=3, max_steps=2)
+    assert sorted({t["seed"] for t in train}) == sorted(env.split_seeds("train", 2, start=5000))
+    assert min(t["seed"] for t in train) >= 5000
+    # The default keeps the tasks every earlier run trained on.
+    assert grpo_config(tiny_model_dir).train_seeds(env) == env.split_seeds("train", 4 * 2)
+    with pytest.raises(ValueError, match="train_seed_start"):
+        grpo_config(tiny_model_dir, train_seed_start=-1)
+
+
 def test_shared_tokens_false_pushes_every_token_in_training_and_sampling(tiny_model_dir, tmp_path):
     redundancy = {}
     for shared in (True, False):

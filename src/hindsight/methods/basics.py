@@ -209,6 +209,10 @@ class PolicyGradientBasics(TrainingBasics):
                                 "adapter spec BASE+ADAPTER")
     updates: int = option(20, "number of updates")
     tasks_per_update: int = option(4, "task instances per update")
+    train_seed_start: int = option(0, "training tasks are the train split's first updates × tasks_per_update "
+                                      "seeds from this seed on; 0 (the default) gives every run the same tasks, "
+                                      "whatever its seed: give each seed of a comparison its own start (for "
+                                      "example seed × 100000) for runs that sample different tasks")
     group_size: int = option(8, "samples per task instance: GRPO's G trajectories, ECHO's N critiques and refinements")
     reward: str = option("score", "trajectory return: score (graded, final) or success (0/1)")
     temperature: float = option(1.0, "sampling temperature of training rollouts")
@@ -255,6 +259,8 @@ class PolicyGradientBasics(TrainingBasics):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.train_seed_start < 0:
+            raise ValueError(f"train_seed_start must be >= 0, not {self.train_seed_start}")
         if self.reward not in ("score", "success"):
             raise ValueError("reward must be 'score' or 'success'")
         if self.micro_batch_tokens < 0:
@@ -295,6 +301,11 @@ class PolicyGradientBasics(TrainingBasics):
             final_split=self.final_eval_split, final_episodes=self.final_eval_episodes,
             stop_on_collapse=self.stop_on_collapse,
         )
+
+    def train_seeds(self, env: Any) -> list[int]:
+        """The run's training tasks, one update's after another: the train split's first
+        updates × tasks_per_update seeds of `env` from `train_seed_start` on."""
+        return env.split_seeds("train", self.updates * self.tasks_per_update, start=self.train_seed_start)
 
     def trajectory_return(self, trajectory: Trajectory) -> float:
         """The environment's return of a trajectory: its success (0/1) or its final task score."""

@@ -2,7 +2,7 @@
 
 One update, top to bottom (the paper's Algorithm 1):
 
-    tasks    next `tasks_per_update` train seeds (a cursor, saved in checkpoints)
+    tasks    next `tasks_per_update` train seeds from `train_seed_start` (a cursor, saved in checkpoints)
     stage 0  one initial attempt τ_o per task from the policy; s_o = its return
     stage 1  N critiques of every τ_o, all in one generate call of the critic; a critique
              sees the scoring criteria, the task, each turn with the env's reply and s_o
@@ -298,7 +298,7 @@ def train_echo(config: ECHOConfig, out: str | Path, *, resume: bool = False) -> 
     run = TrainingRun("echo", ECHOConfig, config, out, resume=resume, workers=workers)
     config = run.config
     env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
-    train_seeds = env_factory().split_seeds("train", config.updates * config.tasks_per_update)
+    train_seeds = config.train_seeds(env_factory())
     workers.require_groups(config.tasks_per_update)
 
     model = load_echo_model(config)

@@ -2,7 +2,7 @@
 
 One update, top to bottom:
 
-    tasks   next `tasks_per_update` seeds of the train split (a cursor, saved in checkpoints)
+    tasks   next `tasks_per_update` seeds of the train split from `train_seed_start` (a cursor, saved in checkpoints)
     rollout G trajectories per task with the pooled engine, sampling from the policy
             (self_guide: before each action the policy writes z_t, a self-assessment of its
             latest step, and then acts with z_t in view)
@@ -112,7 +112,7 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
     run = TrainingRun("grpo", GRPOConfig, config, out, resume=resume, workers=workers)
     config = run.config
     env_factory = lambda: make(config.env, **config.env_kwargs)  # noqa: E731
-    train_seeds = env_factory().split_seeds("train", config.updates * config.tasks_per_update)
+    train_seeds = config.train_seeds(env_factory())
     workers.require_groups(config.tasks_per_update)
 
     model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, config.full_finetune,
