@@ -1,6 +1,7 @@
 """Does a FrozenLake policy read the holes, or lean one way? Its log-prob margins at choice states.
 
-    HF_HUB_OFFLINE=1 python benchmarks/choice_margins.py RUN ADAPTER... [--lakes 100] [--split test] [--json]
+    HF_HUB_OFFLINE=1 python benchmarks/choice_margins.py RUN ADAPTER... [--lakes 100] [--split test]
+        [--states choice|ties] [--json]
 
 RUN is a GRPO run on FrozenLake; its config gives the model, the prompt and the lakes (its
 evaluation options, `env_kwargs` with `eval_env_kwargs` over them). ADAPTER is anything
@@ -22,6 +23,10 @@ vertical one:
   sideways lean = (m_vert − m_side) / 2, the preference for left or right over up or down,
                   whatever the hole.
 Both are in nats; the difference between two adapters says what training changed.
+
+With `--states ties` the script reads the tie states instead (`frozenlake.tie_cells`): cells of
+the same walks where two moves bring the goal closer and both are ice, so no hole decides. There
+the margin is log P(sideways move) − log P(vertical move): the lean alone, with nothing to read.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from pathlib import Path
 from hindsight.cli.main import quiet_third_party_warnings
 from hindsight.configs import ConfigError, from_mapping
 from hindsight.envs import EnvError, make
-from hindsight.envs.frozenlake import FrozenLake, _read_map, choice_cells, toward_moves
+from hindsight.envs.frozenlake import Cell, FrozenLake, _read_map, choice_cells, tie_cells, toward_moves
 from hindsight.llm.base import ModelError
 from hindsight.logs import RunDir
 from hindsight.methods.grpo import GRPOConfig
@@ -77,6 +82,27 @@ class Margins:
     ice_preferred: float  # share of states where the greedy reply avoids the hole
 
 
+@dataclass(frozen=True)
+class TieState:
+    """One tie cell of one lake (two moves toward the goal, both onto ice), with its prompt."""
+
+    seed: int
+    turn: int
+    prompt: str
+    sideways: str
+    vertical: str
+
+
+@dataclass(frozen=True)
+class TieLean:
+    """One adapter's preference at the tie states (nats)."""
+
+    adapter: str
+    states: int
+    lean: float  # mean of log P(sideways reply) − log P(vertical reply)
+    sideways_preferred: float  # share of states where the greedy reply is the sideways move
+
+
 def reply(move: str) -> str:
     """A move as the benchmark's recipes ask the policy to answer it."""
     return f"<action>{move}</action>"
@@ -99,40 +125,66 @@ def walk_to(start: tuple[int, int], target: tuple[int, int], goal: tuple[int, in
     raise AssertionError(f"{target} is not on a walk toward the goal from {start}")  # choice_cells found it
 
 
-def choice_states(config: GRPOConfig, split: str, lakes: int, tokenizer) -> list[ChoiceState]:
-    """The choice states of the first `lakes` lakes of `split`, in the run's evaluation env."""
+def _evaluation_env(config: GRPOConfig) -> FrozenLake:
     env = make(config.env, **{**config.env_kwargs, **config.eval_env_kwargs})
     if not isinstance(env, FrozenLake):
         raise ConfigError(f"choice_margins reads FrozenLake runs; {config.env!r} is not FrozenLake")
+    return env
+
+
+def _prompt_at(config: GRPOConfig, env: FrozenLake, split: str, seed: int, cell: Cell, tokenizer) -> tuple[int, str]:
+    """(moves made, the prompt the policy sees) at `cell` of lake `seed`, walked to along ice toward the goal."""
+    start, goal, holes = _read_map(env.generate_instance(seed)["map"])
     builder = config.rollout_config(SamplingParams(temperature=0.0, max_new_tokens=config.max_new_tokens),
                                     split).prompt_builder()
-    states = []
+    observation, info = env.reset(seed)
+    history: list[Step] = []
+    for index, move in enumerate(walk_to(start, cell, goal, holes)):
+        feedback, reward, _, _, after = env.step(move)
+        history.append(Step(index, observation, info["state_key"], reply(move), move, None, True, reward,
+                            after["score"], feedback))
+        observation, info = feedback, after
+    return len(history), render_prompt(tokenizer, builder.build(env.instruction, history, observation))
+
+
+def _walk_states(config: GRPOConfig, split: str, lakes: int, tokenizer, cells_of):
+    """(seed, cell, goal, holes, moves made, prompt) at each cell `cells_of(start, goal, holes)`
+    picks on the first `lakes` lakes of `split`, in the run's evaluation env."""
+    env = _evaluation_env(config)
     for seed in env.split_seeds(split, lakes):
         start, goal, holes = _read_map(env.generate_instance(seed)["map"])
-        for cell in sorted(choice_cells(start, goal, holes)):
-            observation, info = env.reset(seed)
-            history: list[Step] = []
-            for index, move in enumerate(walk_to(start, cell, goal, holes)):
-                feedback, reward, _, _, after = env.step(move)
-                history.append(Step(index, observation, info["state_key"], reply(move), move, None, True, reward,
-                                    after["score"], feedback))
-                observation, info = feedback, after
-            conversation = builder.build(env.instruction, history, observation)
-            toward = toward_moves(cell, goal)
-            hole = next(move for move, near in toward.items() if near in holes)
-            ice = next(move for move in toward if move != hole)
-            states.append(ChoiceState(seed, len(history), render_prompt(tokenizer, conversation), hole, ice))
+        for cell in sorted(cells_of(start, goal, holes)):
+            yield (seed, cell, goal, holes, *_prompt_at(config, env, split, seed, cell, tokenizer))
+
+
+def choice_states(config: GRPOConfig, split: str, lakes: int, tokenizer) -> list[ChoiceState]:
+    """The choice states of the first `lakes` lakes of `split`, in the run's evaluation env."""
+    states = []
+    for seed, cell, goal, holes, turn, prompt in _walk_states(config, split, lakes, tokenizer, choice_cells):
+        toward = toward_moves(cell, goal)
+        hole = next(move for move, near in toward.items() if near in holes)
+        ice = next(move for move in toward if move != hole)
+        states.append(ChoiceState(seed, turn, prompt, hole, ice))
     return states
 
 
-def margins_of(model, adapter: str, states: list[ChoiceState], batch: int = 8) -> Margins:
-    """log P(ice reply) − log P(hole reply) at every state under `adapter`, summarised by the hole's side."""
+def tie_states(config: GRPOConfig, split: str, lakes: int, tokenizer) -> list[TieState]:
+    """The tie states of the first `lakes` lakes of `split`, in the run's evaluation env."""
+    states = []
+    for seed, cell, goal, _, turn, prompt in _walk_states(config, split, lakes, tokenizer, tie_cells):
+        sideways, vertical = sorted(toward_moves(cell, goal), key=lambda move: move not in SIDEWAYS)
+        states.append(TieState(seed, turn, prompt, sideways, vertical))
+    return states
+
+
+def reply_margins(model, adapter: str, questions: list[tuple[str, str, str]], batch: int = 8) -> list[float]:
+    """log P(reply a) − log P(reply b) for each (prompt, move a, move b), under `adapter`."""
     load_latest(model, adapter)
     tokenizer = model.backend.tokenizer
     sequences, spans = [], []
-    for state in states:
-        prompt = tokenizer.encode(state.prompt, add_special_tokens=False)
-        for move in (state.ice, state.hole):
+    for prompt_text, *moves in questions:
+        prompt = tokenizer.encode(prompt_text, add_special_tokens=False)
+        for move in moves:
             answer = tokenizer.encode(reply(move), add_special_tokens=False)
             sequences.append(prompt + answer)
             spans.append((len(prompt) - 1, len(prompt) + len(answer) - 1))  # logprobs[t] scores token t + 1
@@ -140,7 +192,12 @@ def margins_of(model, adapter: str, states: list[ChoiceState], batch: int = 8) -
     for first in range(0, len(sequences), batch):
         chunk = model.sequence_logprobs("policy", sequences[first:first + batch])
         totals += [sum(values[a:b]) for values, (a, b) in zip(chunk, spans[first:first + batch])]
-    margins = [ice - hole for ice, hole in zip(totals[0::2], totals[1::2])]
+    return [a - b for a, b in zip(totals[0::2], totals[1::2])]
+
+
+def margins_of(model, adapter: str, states: list[ChoiceState], batch: int = 8) -> Margins:
+    """log P(ice reply) − log P(hole reply) at every state under `adapter`, summarised by the hole's side."""
+    margins = reply_margins(model, adapter, [(state.prompt, state.ice, state.hole) for state in states], batch)
     side = [m for m, state in zip(margins, states) if state.hole_sideways]
     vertical = [m for m, state in zip(margins, states) if not state.hole_sideways]
     m_side = sum(side) / len(side) if side else float("nan")
@@ -149,12 +206,20 @@ def margins_of(model, adapter: str, states: list[ChoiceState], batch: int = 8) -
                    (m_vert - m_side) / 2, sum(m > 0 for m in margins) / len(margins))
 
 
+def tie_lean_of(model, adapter: str, states: list[TieState], batch: int = 8) -> TieLean:
+    """log P(sideways reply) − log P(vertical reply) at every tie state under `adapter`, averaged."""
+    margins = reply_margins(model, adapter, [(state.prompt, state.sideways, state.vertical) for state in states], batch)
+    return TieLean(adapter, len(margins), sum(margins) / len(margins), sum(m > 0 for m in margins) / len(margins))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="a GRPO run on FrozenLake (its config gives model, prompt and lakes)")
     parser.add_argument("adapters", nargs="+", help="adapters to compare: adapter folders, runs or checkpoints")
     parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
     parser.add_argument("--lakes", type=int, default=100, help="how many lakes of the split to take (default 100)")
+    parser.add_argument("--states", default="choice", choices=("choice", "ties"),
+                        help="choice (a hole and ice toward the goal; the default) or ties (two ice moves toward it)")
     parser.add_argument("--json", action="store_true", help="one JSON object per adapter")
     args = parser.parse_args()
     try:
@@ -164,15 +229,25 @@ def main() -> None:
         config = from_mapping(GRPOConfig, {k: v for k, v in raw.items() if k != "kind"})
         model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, False,
                                dtype=config.dtype)
-        states = choice_states(config, args.split, args.lakes, model.backend.tokenizer)
+        read = tie_states if args.states == "ties" else choice_states
+        states = read(config, args.split, args.lakes, model.backend.tokenizer)
         if not states:
-            raise ConfigError(f"no choice state on the first {args.lakes} {args.split} lakes")
-        results = [margins_of(model, adapter, states) for adapter in args.adapters]
+            raise ConfigError(f"no {'tie' if args.states == 'ties' else 'choice'} state on the first {args.lakes} "
+                              f"{args.split} lakes")
+        measure = tie_lean_of if args.states == "ties" else margins_of
+        results = [measure(model, adapter, states) for adapter in args.adapters]
     except (ConfigError, EnvError, ModelError, OSError) as error:
         sys.exit(f"choice_margins: {error}")
     if args.json:
         for result in results:
             print(json.dumps(asdict(result)))
+        return
+    if args.states == "ties":
+        print(f"{results[0].states} tie states on the first {args.lakes} {args.split} lakes")
+        print("| adapter | sideways lean, nats | sideways preferred |")
+        print("|---|---|---|")
+        for result in results:
+            print(f"| {result.adapter} | {result.lean:+.2f} | {result.sideways_preferred:.2f} |")
         return
     first = results[0]
     print(f"{first.states} choice states on the first {args.lakes} {args.split} lakes "

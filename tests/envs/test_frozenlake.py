@@ -5,7 +5,8 @@ import re
 import pytest
 
 from hindsight.envs import EnvError, make
-from hindsight.envs.frozenlake import _read_map, choice_cells, is_choice, parse_move, shortest_distances
+from hindsight.envs.frozenlake import (_read_map, choice_cells, is_choice, parse_move, shortest_distances, tie_cells,
+                                      toward_walk_cells)
 
 # P . . .      start row 1 column 1, goal row 4 column 4,
 # . H . H      holes at (2,2) (2,4) (3,4) (4,1)
@@ -224,6 +225,19 @@ def test_choice_cells_are_where_a_walk_toward_the_goal_can_fall():
     assert choice_cells(start, goal, holes) == {(0, 1), (1, 0), (1, 2), (2, 0), (2, 2)}
     assert not is_choice((0, 3), goal, holes) and not is_choice((0, 0), goal, holes)
     assert choice_cells(start, goal, set()) == set()
+
+
+def test_tie_cells_are_where_two_moves_toward_the_goal_are_both_ice():
+    start, goal, holes = _read_map(MAP["map"])
+    # Row 1 column 3 is a tie (down and right both ice); row 1 column 4 has one move toward
+    # the goal; row 3 column 2 (down to row 4, right to row 3 column 3) is a tie reached from row 3 column 1.
+    assert tie_cells(start, goal, holes) == {(0, 0), (0, 2), (2, 1)}
+    assert not tie_cells(start, goal, holes) & choice_cells(start, goal, holes)
+    assert tie_cells(start, goal, holes) | choice_cells(start, goal, holes) <= toward_walk_cells(start, goal, holes)
+    # The walk never enters a hole and stops at the goal.
+    assert not toward_walk_cells(start, goal, holes) & holes and goal not in toward_walk_cells(start, goal, holes)
+    # Without holes every cell of the box with a row and a column left to go is a tie.
+    assert tie_cells(start, goal, set()) == {(r, c) for r in range(3) for c in range(3)}
 
 
 def test_choice_lakes_keep_the_default_maps_that_have_a_choice():

@@ -59,21 +59,31 @@ def is_choice(cell: Cell, goal: Cell, holes: set[Cell]) -> bool:
     return bool(closer & holes and closer - holes)
 
 
-def choice_cells(start: Cell, goal: Cell, holes: set[Cell]) -> set[Cell]:
-    """The choice cells (`is_choice`) that a walk from `start` reaches when it only ever moves
-    toward the goal and has not fallen: the places where reading the holes decides the episode
-    for a policy that already knows the direction."""
+def toward_walk_cells(start: Cell, goal: Cell, holes: set[Cell]) -> set[Cell]:
+    """The cells, goal excluded, that a walk from `start` reaches when it only ever moves toward
+    the goal and has not fallen: what a policy that already knows the direction can meet."""
     seen: set[Cell] = set()
-    todo, found = [start], set()
+    todo = [start]
     while todo:
         cell = todo.pop()
         if cell in seen or cell == goal:
             continue
         seen.add(cell)
-        if is_choice(cell, goal, holes):
-            found.add(cell)
         todo += [near for near in toward_moves(cell, goal).values() if near not in holes]
-    return found
+    return seen
+
+
+def choice_cells(start: Cell, goal: Cell, holes: set[Cell]) -> set[Cell]:
+    """The choice cells (`is_choice`) of a walk toward the goal (`toward_walk_cells`): the places
+    where reading the holes decides the episode for a policy that already knows the direction."""
+    return {cell for cell in toward_walk_cells(start, goal, holes) if is_choice(cell, goal, holes)}
+
+
+def tie_cells(start: Cell, goal: Cell, holes: set[Cell]) -> set[Cell]:
+    """The cells of a walk toward the goal (`toward_walk_cells`) where two moves bring the goal
+    closer and neither is a hole: where only a preference, not the lake, picks the move."""
+    return {cell for cell in toward_walk_cells(start, goal, holes)
+            if len(moves := toward_moves(cell, goal)) == 2 and not set(moves.values()) & holes}
 
 
 def parse_move(action: str) -> str | None:
