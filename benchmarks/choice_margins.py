@@ -48,6 +48,7 @@ from hindsight.methods.grpo import GRPOConfig
 from hindsight.methods.model_setup import load_latest, load_trainable
 from hindsight.train.sequences import render_prompt
 from hindsight.types import SamplingParams, Step
+from learning_table import toward
 
 SIDEWAYS = ("left", "right")
 
@@ -132,11 +133,11 @@ def _evaluation_env(config: GRPOConfig) -> FrozenLake:
     return env
 
 
-def _prompt_at(config: GRPOConfig, env: FrozenLake, split: str, seed: int, cell: Cell, tokenizer) -> tuple[int, str]:
-    """(moves made, the prompt the policy sees) at `cell` of lake `seed`, walked to along ice toward the goal."""
-    start, goal, holes = _read_map(env.generate_instance(seed)["map"])
-    builder = config.rollout_config(SamplingParams(temperature=0.0, max_new_tokens=config.max_new_tokens),
-                                    split).prompt_builder()
+def _prompt_at(env: FrozenLake, builder, seed: int, lake: tuple[Cell, Cell, set[Cell]], cell: Cell,
+               tokenizer) -> tuple[int, str]:
+    """(moves made, the prompt the policy sees) at `cell` of lake `seed` (its start, goal and
+    holes), walked to along ice toward the goal."""
+    start, goal, holes = lake
     observation, info = env.reset(seed)
     history: list[Step] = []
     for index, move in enumerate(walk_to(start, cell, goal, holes)):
@@ -151,10 +152,12 @@ def _walk_states(config: GRPOConfig, split: str, lakes: int, tokenizer, cells_of
     """(seed, cell, goal, holes, moves made, prompt) at each cell `cells_of(start, goal, holes)`
     picks on the first `lakes` lakes of `split`, in the run's evaluation env."""
     env = _evaluation_env(config)
+    builder = config.rollout_config(SamplingParams(temperature=0.0, max_new_tokens=config.max_new_tokens),
+                                    split).prompt_builder()
     for seed in env.split_seeds(split, lakes):
-        start, goal, holes = _read_map(env.generate_instance(seed)["map"])
+        start, goal, holes = lake = _read_map(env.generate_instance(seed)["map"])
         for cell in sorted(cells_of(start, goal, holes)):
-            yield (seed, cell, goal, holes, *_prompt_at(config, env, split, seed, cell, tokenizer))
+            yield (seed, cell, goal, holes, *_prompt_at(env, builder, seed, lake, cell, tokenizer))
 
 
 def choice_states(config: GRPOConfig, split: str, lakes: int, tokenizer) -> list[ChoiceState]:
@@ -172,7 +175,7 @@ def tie_states(config: GRPOConfig, split: str, lakes: int, tokenizer) -> list[Ti
     """The tie states of the first `lakes` lakes of `split`, in the run's evaluation env."""
     states = []
     for seed, cell, goal, _, turn, prompt in _walk_states(config, split, lakes, tokenizer, tie_cells):
-        sideways, vertical = sorted(toward_moves(cell, goal), key=lambda move: move not in SIDEWAYS)
+        sideways, vertical = toward(cell, goal, "sideways")
         states.append(TieState(seed, turn, prompt, sideways, vertical))
     return states
 
@@ -229,12 +232,11 @@ def main() -> None:
         config = from_mapping(GRPOConfig, {k: v for k, v in raw.items() if k != "kind"})
         model = load_trainable(config.model, ("policy",), config.lora_rank, config.lora_alpha, False,
                                dtype=config.dtype)
-        read = tie_states if args.states == "ties" else choice_states
+        kind, read, measure = (("tie", tie_states, tie_lean_of) if args.states == "ties"
+                               else ("choice", choice_states, margins_of))
         states = read(config, args.split, args.lakes, model.backend.tokenizer)
         if not states:
-            raise ConfigError(f"no {'tie' if args.states == 'ties' else 'choice'} state on the first {args.lakes} "
-                              f"{args.split} lakes")
-        measure = tie_lean_of if args.states == "ties" else margins_of
+            raise ConfigError(f"no {kind} state on the first {args.lakes} {args.split} lakes")
         results = [measure(model, adapter, states) for adapter in args.adapters]
     except (ConfigError, EnvError, ModelError, OSError) as error:
         sys.exit(f"choice_margins: {error}")
@@ -242,7 +244,7 @@ def main() -> None:
         for result in results:
             print(json.dumps(asdict(result)))
         return
-    if args.states == "ties":
+    if kind == "tie":
         print(f"{results[0].states} tie states on the first {args.lakes} {args.split} lakes")
         print("| adapter | sideways lean, nats | sideways preferred |")
         print("|---|---|---|")

@@ -20,7 +20,7 @@ from hindsight.agent.prompts import DEFAULT_SYSTEM_TEMPLATE, Memory, PromptBuild
 from hindsight.algos.advantages import ADVANTAGE_ESTIMATORS, AdvantageOptions, Advantages, GroupBatch
 from hindsight.algos.grpo import LOSS_AGGREGATIONS, STD_CONVENTIONS
 from hindsight.configs import option
-from hindsight.envs.contract import SPLITS
+from hindsight.envs.contract import SPLITS, Env
 from hindsight.llm.hf import WEIGHT_DTYPES
 from hindsight.train.update import UpdateSettings
 from hindsight.types import SamplingParams, Trajectory
@@ -302,7 +302,7 @@ class PolicyGradientBasics(TrainingBasics):
             stop_on_collapse=self.stop_on_collapse,
         )
 
-    def train_seeds(self, env: Any) -> list[int]:
+    def train_seeds(self, env: Env) -> list[int]:
         """The run's training tasks, one update's after another: the train split's first
         updates × tasks_per_update seeds of `env` from `train_seed_start` on."""
         return env.split_seeds("train", self.updates * self.tasks_per_update, start=self.train_seed_start)
