@@ -30,6 +30,13 @@
 # start is cloned from lakes without holes (recipes/sft-frozenlake-holefree.yaml) and GRPO
 # (recipes/grpo-frozenlake-holefree.yaml) must teach it to step around them; both use the
 # compass view. Give it its own OUT_DIR.
+# VARIANT=dense runs the dense benchmark (the one issue 45's lift is measured on): the hole-free
+# start, then 127 steps of cloning on twin choice lakes (recipes/sft-frozenlake-reader.yaml) so
+# that it reads the holes in part; its adapter is OUT_DIR/start-adapter. GRPO
+# (recipes/grpo-frozenlake-dense.yaml, 20 updates) trains on twin lakes at p_hole 0.5 and every
+# arm, the start included, is tested on the 300 test lakes at p_hole 0.5. Seed S trains on its
+# own lakes (train_seed_start S x 100000). It has no ablations stage yet (its default stages:
+# start grpo gigpo table).
 # A switch with spaces carries its own quotes: a job is one command line (benchmarks/lib.sh).
 # Jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1) keeps a
 # driver on one core, ONLY="grpo-s0 gigpo-s0" runs the named jobs alone. UPDATES=N overrides the
@@ -40,39 +47,56 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/learning}
 shift || true
-stages=${*:-start grpo gigpo ablations table}
+stages=${*:-}
 mkdir -p "$out"
 variant=${VARIANT:-local}
 case $variant in
   local) sft_recipe=recipes/sft-frozenlake.yaml recipe=recipes/grpo-frozenlake.yaml view=local ;;
   holefree) sft_recipe=recipes/sft-frozenlake-holefree.yaml recipe=recipes/grpo-frozenlake-holefree.yaml view=compass ;;
-  *) echo "unknown VARIANT: $variant (local or holefree)" >&2; exit 2 ;;
+  dense) sft_recipe=recipes/sft-frozenlake-holefree.yaml recipe=recipes/grpo-frozenlake-dense.yaml view=compass ;;
+  *) echo "unknown VARIANT: $variant (local, holefree or dense)" >&2; exit 2 ;;
 esac
+if [ -z "$stages" ]; then
+  if [ "$variant" = dense ]; then stages="start grpo gigpo table"; else stages="start grpo gigpo ablations table"; fi
+fi
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
 lake=(--env frozenlake --set size=4 --set max_steps=8 --set "view=$view" --memory none --max-new-tokens 12
       --system-prompt "$prompt")
+if [ "$variant" = dense ]; then lake+=(--set p_hole=0.5); fi
 
 . benchmarks/lib.sh  # train, evaluate, spawn, arm
 
 switches=()
 if [ -n "${UPDATES:-}" ]; then switches=(--set "updates=$UPDATES"); fi
 start="$out/start-adapter"
+own_lakes() {  # the dense benchmark gives each seed its own training lakes; the others share seed 0's
+  if [ "$variant" = dense ]; then echo "--set train_seed_start=$(( $1 * 100000 ))"; fi
+}
 for stage in $stages; do
   case $stage in
   start)
-    foreground "train sft '$out/start-sft' --config $sft_recipe"
+    if [ "$variant" = dense ]; then
+      foreground "train sft '$out/holefree-sft' --config $sft_recipe"
+      export_adapter "$out/holefree-sft" "$out/holefree-adapter"
+      foreground "train sft '$out/start-sft' --config recipes/sft-frozenlake-reader.yaml --set init_from='$out/holefree-adapter'"
+    else
+      foreground "train sft '$out/start-sft' --config $sft_recipe"
+    fi
     export_adapter "$out/start-sft" "$start"
     foreground "evaluate '$out/start' --model 'smollm2+$start' --episodes 300 --temperature 0"
     ;;
   grpo)
-    for seed in 0 1 2; do arm grpo "$seed" grpo "$recipe" "${switches[@]}"; done
+    for seed in 0 1 2; do arm grpo "$seed" grpo "$recipe" "${switches[@]}" $(own_lakes "$seed"); done
     wait
     ;;
   gigpo)
-    for seed in 0 1 2; do arm gigpo "$seed" grpo "$recipe" "${switches[@]}" --set advantage_estimator=gigpo; done
+    for seed in 0 1 2; do
+      arm gigpo "$seed" grpo "$recipe" "${switches[@]}" $(own_lakes "$seed") --set advantage_estimator=gigpo
+    done
     wait
     ;;
   ablations)
+    if [ "$variant" = dense ]; then echo "the dense benchmark has no ablations stage yet" >&2; exit 2; fi
     if [ "$variant" = holefree ]; then
       arm abl-lr5e-4 0 grpo "$recipe" "${switches[@]}" --set lr=5e-4
       arm abl-tasks16 0 grpo "$recipe" "${switches[@]}" --set tasks_per_update=16
