@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
+import yaml
+
 from hindsight.diagnostics.health import HealthConfig, first_alarm
 from hindsight.envs.frozenlake import MOVES, FrozenLake, _read_map, is_choice, parse_move, toward_moves
 from hindsight.logs.outcomes import Outcome
@@ -74,8 +76,22 @@ def alarm(run: Path) -> str:
     return f"fired at update {fired.update}" if fired else "silent"
 
 
-#: The benchmark's test lake: training may use other maps (eval_env_kwargs), its tests never do.
+#: The learning benchmarks' test lake at p_hole 0.2, where a run does not say otherwise.
 TEST_LAKE = FrozenLake(size=4, max_steps=8, view="local")
+
+
+def test_lake(run: Path) -> FrozenLake:
+    """The lake a run was tested on, from its config.yaml: a training run's `env_kwargs` with its
+    `eval_env_kwargs` over them, an evaluation's `env_kwargs` (the dense benchmark tests at p_hole
+    0.5); TEST_LAKE where the run keeps no FrozenLake config."""
+    path = run / "config.yaml"
+    config = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
+    if not isinstance(config, dict) or config.get("env") != "frozenlake":
+        return TEST_LAKE
+    knobs = {**(config.get("env_kwargs") or {}), **(config.get("eval_env_kwargs") or {})}
+    # Only the knobs that shape a map matter to a replay; the view and the prompt do not.
+    return FrozenLake(**{key: knobs[key] for key in ("size", "max_steps", "p_hole", "holes", "lakes", "twins")
+                         if key in knobs})
 
 
 def toward(position: tuple[int, int], goal: tuple[int, int], first: str = "sideways") -> list[str]:
@@ -165,12 +181,12 @@ def episode_shares(lake: list[str], actions: Sequence[str | None]) -> tuple[Move
     return MoveShares(moves, rule, beside, into, choices, chose), reached
 
 
-def move_shares(outcomes: list[Outcome]) -> MoveShares | None:
-    """Replay every test episode's moves on its map (the outcome's task seed) and count them; None
-    where an episode's replay does not end as its outcome says (not the benchmark's test lake)."""
+def move_shares(outcomes: list[Outcome], lake: FrozenLake = TEST_LAKE) -> MoveShares | None:
+    """Replay every test episode's moves on its map (the outcome's task seed on `lake`) and count
+    them; None where an episode's replay does not end as its outcome says (not that lake)."""
     total = MoveShares()
     for outcome in outcomes:
-        shares, reached = episode_shares(TEST_LAKE.generate_instance(outcome.task_seed)["map"], outcome.actions)
+        shares, reached = episode_shares(lake.generate_instance(outcome.task_seed)["map"], outcome.actions)
         if reached != outcome.success:
             return None
         total += shares
@@ -180,7 +196,7 @@ def move_shares(outcomes: list[Outcome]) -> MoveShares | None:
 @functools.cache
 def run_shares(run: Path, log: str = FINAL_LOG) -> MoveShares | None:
     outcomes = run_outcomes(run, log)
-    return None if outcomes is None else move_shares(outcomes)
+    return None if outcomes is None else move_shares(outcomes, test_lake(run))
 
 
 def rule_cell(run: Path, log: str = FINAL_LOG) -> str:

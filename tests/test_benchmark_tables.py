@@ -562,3 +562,34 @@ def test_the_rules_on_the_test_lakes_and_a_run_that_plays_the_sideways_rule():
     # solves exactly the rule's tasks.
     _, outcomes = read_run(Path(__file__).resolve().parents[1] / "results" / "learning-holefree" / "grpo-s0")
     assert {o.task_seed for o in outcomes if o.success} == solved["sideways first"]
+
+
+def test_the_learning_table_replays_each_run_on_the_lake_its_config_tested_on(tmp_path):
+    import learning_table
+    import yaml
+
+    from hindsight.envs.frozenlake import FrozenLake
+
+    dense = FrozenLake(size=4, max_steps=8, p_hole=0.5)
+    seed = next(s for s in range(100) if dense.generate_instance(s) != learning_table.TEST_LAKE.generate_instance(s))
+    # A training run: its test lakes are env_kwargs with eval_env_kwargs over them (twins off).
+    train = tmp_path / "grpo-s0"
+    train.mkdir()
+    train.joinpath("config.yaml").write_text(yaml.safe_dump({
+        "kind": "grpo", "env": "frozenlake", "env_kwargs": {"max_steps": 8, "view": "compass", "p_hole": 0.5, "twins": True},
+        "eval_env_kwargs": {"twins": False}}))
+    lake = learning_table.test_lake(train)
+    assert (lake.p_hole, lake.twins) == (0.5, False)
+    assert lake.generate_instance(seed) == dense.generate_instance(seed)
+    # An evaluation keeps its lake in env_kwargs.
+    start = tmp_path / "start"
+    start.mkdir()
+    start.joinpath("config.yaml").write_text(yaml.safe_dump({
+        "kind": "eval", "env": "frozenlake", "env_kwargs": {"size": 4, "max_steps": 8, "view": "compass", "p_hole": 0.5}}))
+    assert learning_table.test_lake(start).generate_instance(seed) == dense.generate_instance(seed)
+    # No config, or another env: the benchmarks' p_hole 0.2 lake.
+    assert learning_table.test_lake(tmp_path / "missing") is learning_table.TEST_LAKE
+    other = tmp_path / "other"
+    other.mkdir()
+    other.joinpath("config.yaml").write_text(yaml.safe_dump({"kind": "eval", "env": "sudoku"}))
+    assert learning_table.test_lake(other) is learning_table.TEST_LAKE
