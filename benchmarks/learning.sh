@@ -35,8 +35,10 @@
 # that it reads the holes in part; its adapter is OUT_DIR/start-adapter. GRPO
 # (recipes/grpo-frozenlake-dense.yaml, 20 updates) trains on twin lakes at p_hole 0.5 and every
 # arm, the start included, is tested on the 300 test lakes at p_hole 0.5. Seed S trains on its
-# own lakes (train_seed_start S x 100000). It has no ablations stage yet (its default stages:
-# start grpo gigpo table).
+# own lakes (train_seed_start S x 100000). Its ablations are issue 45's list against seed 0, in
+# the order a session with few cores should run them: lr 2e-4, 5e-4 and 5e-5; trajectory-mean
+# aggregation; G = 4 (16 tasks) and G = 16 (4 tasks); 4 and 16 tasks per update; KL 0.05 to the
+# start; clip-higher (clip_high 0.28, two optimizer steps per batch); RAGEN's filter (top 25%).
 # A switch with spaces carries its own quotes: a job is one command line (benchmarks/lib.sh).
 # Jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1) keeps a
 # driver on one core, ONLY="grpo-s0 gigpo-s0" runs the named jobs alone. UPDATES=N overrides the
@@ -56,9 +58,7 @@ case $variant in
   dense) sft_recipe=recipes/sft-frozenlake-holefree.yaml recipe=recipes/grpo-frozenlake-dense.yaml view=compass ;;
   *) echo "unknown VARIANT: $variant (local, holefree or dense)" >&2; exit 2 ;;
 esac
-if [ -z "$stages" ]; then
-  if [ "$variant" = dense ]; then stages="start grpo gigpo table"; else stages="start grpo gigpo ablations table"; fi
-fi
+stages=${stages:-start grpo gigpo ablations table}
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
 lake=(--env frozenlake --set size=4 --set max_steps=8 --set "view=$view" --memory none --max-new-tokens 12
       --system-prompt "$prompt")
@@ -96,7 +96,21 @@ for stage in $stages; do
     wait
     ;;
   ablations)
-    if [ "$variant" = dense ]; then echo "the dense benchmark has no ablations stage yet" >&2; exit 2; fi
+    if [ "$variant" = dense ]; then
+      arm abl-lr2e-4 0 grpo "$recipe" "${switches[@]}" --set lr=2e-4
+      arm abl-lr5e-4 0 grpo "$recipe" "${switches[@]}" --set lr=5e-4
+      arm abl-lr5e-5 0 grpo "$recipe" "${switches[@]}" --set lr=5e-5
+      arm abl-trajectory-mean 0 grpo "$recipe" "${switches[@]}" --set aggregation=trajectory_mean
+      arm abl-g4 0 grpo "$recipe" "${switches[@]}" --set group_size=4 --set tasks_per_update=16
+      arm abl-g16 0 grpo "$recipe" "${switches[@]}" --set group_size=16 --set tasks_per_update=4
+      arm abl-tasks4 0 grpo "$recipe" "${switches[@]}" --set tasks_per_update=4
+      arm abl-tasks16 0 grpo "$recipe" "${switches[@]}" --set tasks_per_update=16
+      arm abl-kl 0 grpo "$recipe" "${switches[@]}" --set kl_coef=0.05 --set kl_reference=init
+      arm abl-clip-higher 0 grpo "$recipe" "${switches[@]}" --set clip_high=0.28 --set epochs=2
+      arm abl-ragen 0 grpo "$recipe" "${switches[@]}" --set keep_top_spread=0.25
+      wait
+      continue
+    fi
     if [ "$variant" = holefree ]; then
       arm abl-lr5e-4 0 grpo "$recipe" "${switches[@]}" --set lr=5e-4
       arm abl-tasks16 0 grpo "$recipe" "${switches[@]}" --set tasks_per_update=16
