@@ -29,7 +29,13 @@ For each run, from `trajectories/train.jsonl`:
   failure at the step budget (a stall) and a failure by the environment (a fall) met, the
   stall's advantage minus the fall's. With λ = 0 two failures get the same advantage; with
   notes that keep saying "positive", Σ_t r_t grows with the episode's length, so the guidance
-  reward pays a stall more than a fall.
+  reward pays a stall more than a fall;
+- for GiGPO runs (step advantages in the log), per block of 5 updates: the share of steps whose
+  advantage carries a step-level part (`hindsight.algos.advantages.step_parts`), how many of
+  those lie on the first turn, where the step group is the whole group and the part repeats the
+  episode's ranking, and how many later ones pull against their episode's advantage, the
+  contrast GiGPO adds to GRPO. The same three shares are logged per update as
+  `advantage/step_part_*` by runs from 2026-11-29 on.
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from hindsight.agent.selfguide import oracle_labels
+import torch
+
+from hindsight.algos.advantages import Advantages, StepParts, step_parts
 from hindsight.algos.grpo import Aggregation, net_advantage, sequence_weights
 from hindsight.algos.selfguide import GuidanceForm, shaped_return
 from hindsight.diagnostics.runs import read_run_config
@@ -178,6 +187,27 @@ def guidance_rows(trajectories) -> list[str]:
     return rows
 
 
+def step_part_rows(trajectories, block: int = 5) -> list[str]:
+    """GiGPO's step-level parts per block of `block` updates; [] for a log without step advantages."""
+    blocks: dict[int, StepParts] = defaultdict(StepParts)
+    for trajectory in trajectories:
+        logged = trajectory.meta.get("grpo") or {}
+        if "step_advantages" not in logged:
+            continue
+        first = (int(trajectory.meta.get("update", 1)) - 1) // block * block + 1
+        blocks[first] += step_parts(Advantages(torch.tensor([float(logged["advantage"])], dtype=torch.float64),
+                                               (torch.tensor(logged["step_advantages"], dtype=torch.float64),)))
+    if not blocks:
+        return []
+    rows = ["| updates | steps | with a step-level part | of those, on the first turn | of the later ones, "
+            "against the episode's advantage |", "|---|---|---|---|---|"]
+    for first, parts in sorted(blocks.items()):
+        later = parts.with_part - parts.first_turn
+        rows.append(f"| {first}–{first + block - 1} | {parts.steps} | {parts.with_part / max(1, parts.steps):.3f} | "
+                    f"{parts.first_turn / max(1, parts.with_part):.3f} | {parts.opposing} of {later} |")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path)
@@ -202,6 +232,9 @@ def main() -> None:
         guidance = guidance_rows(trajectories)
         if guidance:
             print("\n" + "\n".join(guidance))
+        parts = step_part_rows(trajectories)
+        if parts:
+            print("\n" + "\n".join(parts))
         print()
 
 

@@ -199,6 +199,23 @@ def test_echo_table_compares_echo_with_grpo_and_its_ablations(tmp_path):
     assert "| ECHO − ECHO, frozen critic | not yet" in text
 
 
+def test_grpo_signals_counts_gigpo_step_parts_per_block_of_updates():
+    import grpo_signals
+
+    def episode(update, advantage, steps):
+        return outcome(1, advantage > 0, len(steps)).with_meta(
+            grpo={"advantage": advantage, "step_advantages": steps}, update=update)
+
+    # Updates 1-5: a first-turn part of the episode's sign and a later one against it; update 6:
+    # a step with no part of its own.
+    episodes = [episode(1, 1.0, [1.5, 0.6]), episode(5, -1.0, [-1.0, -1.0]), episode(6, 0.5, [0.5])]
+    rows = grpo_signals.step_part_rows(episodes)
+    assert rows[2] == "| 1–5 | 4 | 0.500 | 0.500 | 1 of 1 |"
+    assert rows[3] == "| 6–10 | 1 | 0.000 | 0.000 | 0 of 0 |"
+    # A GRPO log has no step advantages: no table.
+    assert grpo_signals.step_part_rows([outcome(1, True, 2).with_meta(grpo={"advantage": 1.0}, update=1)]) == []
+
+
 def test_grpo_signals_splits_the_advantage_per_move_by_how_episodes_ended(tmp_path, capsys):
     import grpo_signals
 

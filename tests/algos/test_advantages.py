@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from hindsight.algos.advantages import (
-    ADVANTAGE_ESTIMATORS, AdvantageOptions, Advantages, GroupBatch, discounted_returns, group_relative,
+    ADVANTAGE_ESTIMATORS, AdvantageOptions, Advantages, GroupBatch, StepParts, discounted_returns, group_relative,
+    step_parts,
 )
 from hindsight.algos.grpo import group_advantages
 from hindsight.registry import UnknownName
@@ -163,6 +164,36 @@ def test_gigpo_step_advantages_vary_by_turn_for_equal_returns():
     assert out.steps[0][0].item() > 0 > out.steps[1][0].item()
     # B is both trajectories' last state, with the same return-to-go; C is met once.
     assert out.steps[0][1].item() == out.steps[1][2].item() == out.steps[1][1].item() == 0.0
+
+
+@pytest.mark.parametrize("options", [AdvantageOptions(), AdvantageOptions(gamma=0.8, step_weight=0.5)])
+def test_step_parts_count_what_a_plain_loop_counts(options):
+    batch, *_ = gigpo_batch()
+    out = ADVANTAGE_ESTIMATORS.get("gigpo")(batch, options)
+    steps = with_part = first_turn = opposing = 0
+    for episode, row in zip(out.trajectory.tolist(), out.steps):
+        for turn, value in enumerate(row.tolist()):
+            steps += 1
+            if abs(value - episode) > 1e-6:
+                with_part += 1
+                first_turn += turn == 0
+                opposing += (value - episode) * episode < 0
+    counted = step_parts(out)
+    assert counted == StepParts(steps, with_part, first_turn, opposing)
+    # The batch has a step part on a shared first state and on a revisit, and GRPO has none at all.
+    assert counted.with_part > counted.first_turn > 0
+    assert step_parts(ADVANTAGE_ESTIMATORS.get("grpo")(batch, options)) == StepParts()
+
+
+def test_step_parts_flags_a_step_that_pulls_against_its_episode():
+    # A success's second step pulled 0.2 below its episode's +1.0 and a failure's first step pulled
+    # 0.3 above its -1.0 both pull against; a step of an episode at 0 has a part but no sign to oppose.
+    out = Advantages(torch.tensor([1.0, -1.0, 0.0], dtype=torch.float64),
+                     (torch.tensor([1.0, 0.8]), torch.tensor([-0.7, -1.0]), torch.tensor([0.5])))
+    assert step_parts(out) == StepParts(steps=5, with_part=3, first_turn=2, opposing=2)
+    # A part of the episode's own sign reinforces it.
+    same = Advantages(torch.tensor([1.0], dtype=torch.float64), (torch.tensor([1.5, 1.0]),))
+    assert step_parts(same) == StepParts(steps=2, with_part=1, first_turn=1, opposing=0)
 
 
 def test_advantages_at_turns():

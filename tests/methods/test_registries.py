@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from hindsight.algos.advantages import ADVANTAGE_ESTIMATORS, AdvantageOptions, GroupBatch
+from hindsight.algos.advantages import ADVANTAGE_ESTIMATORS, AdvantageOptions, Advantages, GroupBatch, StepParts, step_parts
 from hindsight.algos.grpo import LOSS_AGGREGATIONS, Aggregation, aggregation_units, group_advantages, sequence_weights
 from hindsight.configs import ConfigError, from_mapping
 from hindsight.methods.grpo import GRPOConfig, train_grpo
@@ -80,7 +80,18 @@ def test_grpo_trains_with_gigpo_and_logs_step_advantages(tiny_model_dir, tmp_pat
     assert len(train) == 4
     for record in train:
         assert len(record["grpo"]["step_advantages"]) == len(record["steps"])
-    assert "policy/sequences" in read_metrics(run)[-1]  # the KL term keeps every sequence in the batch
+    row = read_metrics(run)[-1]
+    assert "policy/sequences" in row  # the KL term keeps every sequence in the batch
+    # The step-level parts, logged as the shares step_parts counts on the logged advantages.
+    parts = StepParts()
+    for record in train:
+        parts += step_parts(Advantages(torch.tensor([record["grpo"]["advantage"]], dtype=torch.float64),
+                                       (torch.tensor(record["grpo"]["step_advantages"], dtype=torch.float64),)))
+    assert row["advantage/step_part_share"] == pytest.approx(parts.with_part / parts.steps, abs=1e-12)
+    assert row["advantage/step_part_opposing"] == pytest.approx(parts.opposing / max(1, parts.with_part), abs=1e-12)
+    assert row["advantage/step_part_first_turn"] == pytest.approx(parts.first_turn / max(1, parts.with_part), abs=1e-12)
+    plain = train_grpo(grpo_config(tiny_model_dir, updates=1, eval_every=0, final_eval_split=""), tmp_path / "grpo")
+    assert not any(key.startswith("advantage/") for key in read_metrics(plain)[-1])  # GRPO has no step parts
 
 
 def test_training_methods_are_registered_and_dispatched(capsys):

@@ -116,6 +116,43 @@ class Advantages:
         return values.pop()
 
 
+@dataclass(frozen=True)
+class StepParts:
+    """Where a step-level estimator's advantages depart from the episode's (GiGPO's A_t − A_E).
+
+    steps:      steps that have a step advantage;
+    with_part:  steps whose advantage differs from their trajectory's (|A_t − A_E| > tolerance);
+    first_turn: of `with_part`, the steps at turn 0, where every sample of a task stands on the
+                same start state, so the step-level group is the whole group and its return-to-go
+                ranks the samples as their episode returns do;
+    opposing:   of `with_part`, the steps where the step part pulls against the episode's
+                advantage ((A_t − A_E)·A_E < 0): the contrast that GRPO alone cannot make.
+    """
+
+    steps: int = 0
+    with_part: int = 0
+    first_turn: int = 0
+    opposing: int = 0
+
+    def __add__(self, other: StepParts) -> StepParts:
+        return StepParts(self.steps + other.steps, self.with_part + other.with_part,
+                         self.first_turn + other.first_turn, self.opposing + other.opposing)
+
+
+def step_parts(advantages: Advantages, tolerance: float = 1e-6) -> StepParts:
+    """Count the steps of `advantages` whose step advantage carries a part of its own (StepParts);
+    all zeros for an estimator without step advantages."""
+    if advantages.steps is None:
+        return StepParts()
+    total = StepParts()
+    for episode, steps in zip(advantages.trajectory.tolist(), advantages.steps):
+        part = steps.double() - episode
+        has = part.abs() > tolerance
+        total += StepParts(steps=len(part), with_part=int(has.sum()), first_turn=int(has[:1].sum()),
+                           opposing=int((has & (part * episode < 0)).sum()))
+    return total
+
+
 #: An advantage estimator: (GroupBatch, AdvantageOptions) -> Advantages.
 AdvantageEstimator = Callable[[GroupBatch, AdvantageOptions], Advantages]
 

@@ -41,6 +41,7 @@ import torch
 
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.evaluate import summarize
+from hindsight.algos.advantages import step_parts
 from hindsight.algos.grpo import Aggregation, nonzero_variance_groups, top_spread_groups
 from hindsight.algos.selfguide import (
     GuidanceForm, TrustSchedule, guidance_only_groups, shaped_return, update_progress,
@@ -227,6 +228,13 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
             "timing/rollout_s": rollout_s,
             "timing/update_s": update_s,
         }
+        if advantages.steps is not None:
+            # GiGPO: how much of the batch its step groups reach, and how often they contrast a
+            # step with its episode instead of echoing it (docs/training.md, GiGPO).
+            parts = step_parts(advantages)
+            row["advantage/step_part_share"] = parts.with_part / max(1, parts.steps)
+            row["advantage/step_part_first_turn"] = parts.first_turn / max(1, parts.with_part)
+            row["advantage/step_part_opposing"] = parts.opposing / max(1, parts.with_part)
         if config.self_guide:
             row.update(selfguide_metrics(trajectories, weight))
             row["selfguide/guidance_only_groups"] = sum(guided_only) / max(1, len(guided_only))
