@@ -44,9 +44,9 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from hindsight.agent.selfguide import oracle_labels
 import torch
 
+from hindsight.agent.selfguide import oracle_labels
 from hindsight.algos.advantages import Advantages, StepParts, step_parts
 from hindsight.algos.grpo import Aggregation, net_advantage, sequence_weights
 from hindsight.algos.selfguide import GuidanceForm, shaped_return
@@ -203,8 +203,8 @@ def step_part_rows(trajectories, block: int = 5) -> list[str]:
             "against the episode's advantage |", "|---|---|---|---|---|"]
     for first, parts in sorted(blocks.items()):
         later = parts.with_part - parts.first_turn
-        rows.append(f"| {first}–{first + block - 1} | {parts.steps} | {parts.with_part / max(1, parts.steps):.3f} | "
-                    f"{parts.first_turn / max(1, parts.with_part):.3f} | {parts.opposing} of {later} |")
+        rows.append(f"| {first}–{first + block - 1} | {parts.steps} | {parts.share:.3f} | "
+                    f"{parts.first_turn_share:.3f} | {parts.opposing} of {later} |")
     return rows
 
 

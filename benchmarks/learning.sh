@@ -49,7 +49,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/learning}
 shift || true
-stages=${*:-}
+stages=${*:-start grpo gigpo ablations table}
 mkdir -p "$out"
 variant=${VARIANT:-local}
 case $variant in
@@ -58,7 +58,6 @@ case $variant in
   dense) sft_recipe=recipes/sft-frozenlake-holefree.yaml recipe=recipes/grpo-frozenlake-dense.yaml view=compass ;;
   *) echo "unknown VARIANT: $variant (local, holefree or dense)" >&2; exit 2 ;;
 esac
-stages=${stages:-start grpo gigpo ablations table}
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
 lake=(--env frozenlake --set size=4 --set max_steps=8 --set "view=$view" --memory none --max-new-tokens 12
       --system-prompt "$prompt")

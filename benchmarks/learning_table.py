@@ -25,9 +25,8 @@ from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
-import yaml
-
 from hindsight.diagnostics.health import HealthConfig, first_alarm
+from hindsight.diagnostics.runs import read_run_config
 from hindsight.envs.frozenlake import MOVES, FrozenLake, _read_map, is_choice, parse_move, toward_moves
 from hindsight.logs.outcomes import Outcome
 from tables import (EVAL_LOG, FINAL_LOG, Outcomes, arm_table, difference_header, difference_line, env_steps,
@@ -80,13 +79,12 @@ def alarm(run: Path) -> str:
 TEST_LAKE = FrozenLake(size=4, max_steps=8, view="local")
 
 
-def test_lake(run: Path) -> FrozenLake:
+def lake_tested_on(run: Path) -> FrozenLake:
     """The lake a run was tested on, from its config.yaml: a training run's `env_kwargs` with its
     `eval_env_kwargs` over them, an evaluation's `env_kwargs` (the dense benchmark tests at p_hole
     0.5); TEST_LAKE where the run keeps no FrozenLake config."""
-    path = run / "config.yaml"
-    config = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
-    if not isinstance(config, dict) or config.get("env") != "frozenlake":
+    config = read_run_config(run)
+    if config.get("env") != "frozenlake":
         return TEST_LAKE
     knobs = {**(config.get("env_kwargs") or {}), **(config.get("eval_env_kwargs") or {})}
     # Only the knobs that shape a map matter to a replay; the view and the prompt do not.
@@ -196,7 +194,7 @@ def move_shares(outcomes: list[Outcome], lake: FrozenLake = TEST_LAKE) -> MoveSh
 @functools.cache
 def run_shares(run: Path, log: str = FINAL_LOG) -> MoveShares | None:
     outcomes = run_outcomes(run, log)
-    return None if outcomes is None else move_shares(outcomes, test_lake(run))
+    return None if outcomes is None else move_shares(outcomes, lake_tested_on(run))
 
 
 def rule_cell(run: Path, log: str = FINAL_LOG) -> str:

@@ -595,7 +595,7 @@ def test_the_learning_table_replays_each_run_on_the_lake_its_config_tested_on(tm
     train.joinpath("config.yaml").write_text(yaml.safe_dump({
         "kind": "grpo", "env": "frozenlake", "env_kwargs": {"max_steps": 8, "view": "compass", "p_hole": 0.5, "twins": True},
         "eval_env_kwargs": {"twins": False}}))
-    lake = learning_table.test_lake(train)
+    lake = learning_table.lake_tested_on(train)
     assert (lake.p_hole, lake.twins) == (0.5, False)
     assert lake.generate_instance(seed) == dense.generate_instance(seed)
     # An evaluation keeps its lake in env_kwargs.
@@ -603,10 +603,10 @@ def test_the_learning_table_replays_each_run_on_the_lake_its_config_tested_on(tm
     start.mkdir()
     start.joinpath("config.yaml").write_text(yaml.safe_dump({
         "kind": "eval", "env": "frozenlake", "env_kwargs": {"size": 4, "max_steps": 8, "view": "compass", "p_hole": 0.5}}))
-    assert learning_table.test_lake(start).generate_instance(seed) == dense.generate_instance(seed)
+    assert learning_table.lake_tested_on(start).generate_instance(seed) == dense.generate_instance(seed)
     # No config, or another env: the benchmarks' p_hole 0.2 lake.
-    assert learning_table.test_lake(tmp_path / "missing") is learning_table.TEST_LAKE
+    assert learning_table.lake_tested_on(tmp_path / "missing") is learning_table.TEST_LAKE
     other = tmp_path / "other"
     other.mkdir()
     other.joinpath("config.yaml").write_text(yaml.safe_dump({"kind": "eval", "env": "sudoku"}))
-    assert learning_table.test_lake(other) is learning_table.TEST_LAKE
+    assert learning_table.lake_tested_on(other) is learning_table.TEST_LAKE

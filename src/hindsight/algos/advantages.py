@@ -138,6 +138,21 @@ class StepParts:
         return StepParts(self.steps + other.steps, self.with_part + other.with_part,
                          self.first_turn + other.first_turn, self.opposing + other.opposing)
 
+    @property
+    def share(self) -> float:
+        """with_part / steps (0 without steps)."""
+        return self.with_part / max(1, self.steps)
+
+    @property
+    def first_turn_share(self) -> float:
+        """first_turn / with_part (0 without step parts)."""
+        return self.first_turn / max(1, self.with_part)
+
+    @property
+    def opposing_share(self) -> float:
+        """opposing / with_part (0 without step parts)."""
+        return self.opposing / max(1, self.with_part)
+
 
 def step_parts(advantages: Advantages, tolerance: float = 1e-6) -> StepParts:
     """Count the steps of `advantages` whose step advantage carries a part of its own (StepParts);

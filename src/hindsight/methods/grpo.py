@@ -232,9 +232,9 @@ def train_grpo(config: GRPOConfig, out: str | Path, *, resume: bool = False) -> 
             # GiGPO: how much of the batch its step groups reach, and how often they contrast a
             # step with its episode instead of echoing it (docs/training.md, GiGPO).
             parts = step_parts(advantages)
-            row["advantage/step_part_share"] = parts.with_part / max(1, parts.steps)
-            row["advantage/step_part_first_turn"] = parts.first_turn / max(1, parts.with_part)
-            row["advantage/step_part_opposing"] = parts.opposing / max(1, parts.with_part)
+            row["advantage/step_part_share"] = parts.share
+            row["advantage/step_part_first_turn"] = parts.first_turn_share
+            row["advantage/step_part_opposing"] = parts.opposing_share
         if config.self_guide:
             row.update(selfguide_metrics(trajectories, weight))
             row["selfguide/guidance_only_groups"] = sum(guided_only) / max(1, len(guided_only))
