@@ -51,7 +51,7 @@ def test_unknown_keyword_names_the_accepted_ones():
     with pytest.raises(
         EnvError,
         match=r"unknown keyword 'num_block' \(did you mean 'num_blocks'\?\); "
-        r"accepted: num_blocks, max_steps, instances",
+        r"accepted: num_blocks, view, max_steps, instances",
     ):
         make("blocksworld", num_block=5)
 

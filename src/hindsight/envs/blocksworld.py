@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from hindsight.envs.base import TextEnv, echo, int_knob
+from hindsight.envs.base import TextEnv, choice_knob, echo, int_knob
 from hindsight.envs.contract import EnvError
 
 TABLE = "table"
@@ -19,6 +19,9 @@ VERBS = ("pickup", "putdown", "stack", "unstack")
 _ARITY = {"pickup": 1, "putdown": 1, "stack": 2, "unstack": 2}
 _FILLER = {"block", "the", "on", "onto", "from", "off", "top", "of", "to", "a", "please"}
 MIN_BLOCKS, MAX_BLOCKS = 3, 20
+# "full" states the stacks three ways (a list, a picture, sentences); "compact" keeps the list,
+# the clear blocks, the hand and the goal in sentences, about half the tokens a turn.
+VIEWS = ("full", "compact")
 
 Stacks = list[list[str]]
 
@@ -105,9 +108,15 @@ class BlocksWorld(TextEnv):
         "The task succeeds when all of them hold."
     )
 
-    def __init__(self, *, num_blocks: int = 4, max_steps: int | None = None, instances: Any = None):
+    def __init__(
+        self, *, num_blocks: int = 4, max_steps: int | None = None, view: str = "full", instances: Any = None
+    ):
         self.num_blocks = int_knob("num_blocks", num_blocks, MIN_BLOCKS, MAX_BLOCKS)
-        super().__init__(max_steps=max_steps, instances=instances, num_blocks=self.num_blocks)
+        # The view changes the observation only: the same seeds give the same tasks. It joins
+        # the env's options only when it is not the default, so older logs still match.
+        self.view = choice_knob("view", view, VIEWS)
+        extra = {} if self.view == "full" else {"view": self.view}
+        super().__init__(max_steps=max_steps, instances=instances, num_blocks=self.num_blocks, **extra)
         self._blocks: list[str] = block_names(self.num_blocks)
         self._support: dict[str, str] = {}
         self._hand: str | None = None
@@ -223,15 +232,20 @@ class BlocksWorld(TextEnv):
     def render(self) -> str:
         stacks = support_to_stacks(self._support)
         listed = " | ".join(", ".join(s) for s in stacks)
-        lines = [f"Current stacks (bottom to top): {listed}.", "Picture (the table is the line at the bottom):"]
-        lines.extend(_picture(stacks))
-        lines.append("In words: " + _describe(self._support, self._blocks) + ".")
+        lines = [f"Current stacks (bottom to top): {listed}."]
+        if self.view == "full":
+            lines.append("Picture (the table is the line at the bottom):")
+            lines.extend(_picture(stacks))
+            lines.append("In words: " + _describe(self._support, self._blocks) + ".")
         clear = [b for b in self._blocks if b in self._support and self._clear(b)]
         lines.append(f"Clear blocks: {', '.join(clear)}.")
         lines.append(f"Your hand holds {self._hand}." if self._hand else "Your hand is empty.")
         goal = _describe(self._goal, self._blocks)
-        goal_stacks = " | ".join(", ".join(s) for s in support_to_stacks(self._goal))
-        lines.append(f"Goal: {goal}. As stacks (bottom to top): {goal_stacks}.")
+        if self.view == "full":
+            goal_stacks = " | ".join(", ".join(s) for s in support_to_stacks(self._goal))
+            lines.append(f"Goal: {goal}. As stacks (bottom to top): {goal_stacks}.")
+        else:
+            lines.append(f"Goal: {goal}.")
         held = sum(self._support.get(b) == self._goal[b] for b in self._blocks)
         lines.append(f"Goal relations that hold now: {held} of {len(self._blocks)}.")
         return "\n".join(lines)
