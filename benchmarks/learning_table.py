@@ -15,6 +15,11 @@ actions: the share of moves that the hole-blind rule ("toward the goal, sideways
 predicts, the share of moves made beside a hole that stepped into it, and, where one move
 toward the goal is a hole and another is not, the share that took the hole. Unfinished runs are
 left out, so the script can run at any point.
+
+`--measure score` reads a graded benchmark (BlocksWorld, `VARIANT=graded benchmarks/learning.sh`):
+every rate and paired difference is of the final score (the share of goal relations held), and
+the paired differences of success follow. The FrozenLake replay columns show "–" for runs of
+another environment.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ from hindsight.diagnostics.health import HealthConfig, first_alarm
 from hindsight.diagnostics.runs import read_run_config
 from hindsight.envs.frozenlake import MOVES, FrozenLake, _read_map, is_choice, parse_move, toward_moves
 from hindsight.logs.outcomes import Outcome
-from tables import (EVAL_LOG, FINAL_LOG, Outcomes, arm_table, difference_header, difference_line, env_steps,
-                    evaluation_outcomes, metric, metric_rows, quiet_closed_pipe, run_outcomes)
+from tables import (EVAL_LOG, FINAL_LOG, MEASURES, Outcomes, arm_outcomes, arm_table, difference_header,
+                    difference_line, env_steps, evaluation_outcomes, metric, metric_rows, quiet_closed_pipe,
+                    run_outcomes)
 
 ARMS = (("grpo", "GRPO"), ("gigpo", "GiGPO"))
 ABLATIONS = (("abl-trajectory-mean", "trajectory-mean aggregation"), ("abl-g4", "G = 4, 16 tasks"),
@@ -79,13 +85,15 @@ def alarm(run: Path) -> str:
 TEST_LAKE = FrozenLake(size=4, max_steps=8, view="local")
 
 
-def lake_tested_on(run: Path) -> FrozenLake:
+def lake_tested_on(run: Path) -> FrozenLake | None:
     """The lake a run was tested on, from its config.yaml: a training run's `env_kwargs` with its
     `eval_env_kwargs` over them, an evaluation's `env_kwargs` (the dense benchmark tests at p_hole
-    0.5); TEST_LAKE where the run keeps no FrozenLake config."""
+    0.5); TEST_LAKE where the run keeps no config, None where it names another env."""
     config = read_run_config(run)
-    if config.get("env") != "frozenlake":
+    if "env" not in config:
         return TEST_LAKE
+    if config["env"] != "frozenlake":
+        return None
     knobs = {**(config.get("env_kwargs") or {}), **(config.get("eval_env_kwargs") or {})}
     # Only the knobs that shape a map matter to a replay; the view and the prompt do not.
     return FrozenLake(**{key: knobs[key] for key in ("size", "max_steps", "p_hole", "holes", "lakes", "twins")
@@ -193,8 +201,8 @@ def move_shares(outcomes: list[Outcome], lake: FrozenLake = TEST_LAKE) -> MoveSh
 
 @functools.cache
 def run_shares(run: Path, log: str = FINAL_LOG) -> MoveShares | None:
-    outcomes = run_outcomes(run, log)
-    return None if outcomes is None else move_shares(outcomes, lake_tested_on(run))
+    outcomes, lake = run_outcomes(run, log), lake_tested_on(run)
+    return None if outcomes is None or lake is None else move_shares(outcomes, lake)
 
 
 def rule_cell(run: Path, log: str = FINAL_LOG) -> str:
@@ -232,12 +240,26 @@ def per_run_lines(title: str, better: Outcomes, base: Outcomes) -> list[str]:
             for label in labels]
 
 
+def comparison_lines(outcomes: dict[str, Outcomes]) -> list[str]:
+    """The paired rows of COMPARISONS, pooled then run by run."""
+    lines = []
+    for better, base in COMPARISONS:
+        # difference_line pairs only the (run, task) keys both arms have.
+        title = f"{TITLES[better]} − {TITLES[base]}"
+        lines.append(difference_line(title, outcomes[better], outcomes[base]))
+        lines += per_run_lines(title, outcomes[better], outcomes[base])
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
-    out = parser.parse_args().out
-    lines, outcomes = arm_table(out, ARMS, COLUMNS)
-    start = evaluation_outcomes(out / "start")
+    parser.add_argument("--measure", choices=MEASURES, default="success",
+                        help="what the rates and differences count (score: a graded env's partial credit)")
+    args = parser.parse_args()
+    out, measure = args.out, args.measure
+    lines, outcomes = arm_table(out, ARMS, COLUMNS, measure=measure)
+    start = evaluation_outcomes(out / "start", measure=measure)
     if start is None:
         lines.insert(2, "| start (SFT) | not yet evaluated | | | " + " | " * len(COLUMNS))
     else:
@@ -250,17 +272,17 @@ def main() -> None:
                      + " | ".join(["–"] * (len(COLUMNS) - len(moves)) + moves)
                      + " |")
     outcomes["start"] = start or {}
-    lines += [""] + difference_header()
-    for better, base in COMPARISONS:
-        # difference_line pairs only the (run, task) keys both arms have.
-        title = f"{TITLES[better]} − {TITLES[base]}"
-        lines.append(difference_line(title, outcomes[better], outcomes[base]))
-        lines += per_run_lines(title, outcomes[better], outcomes[base])
-    ablations, ablated = arm_table(out, ABLATIONS, COLUMNS)
+    lines += [""] + difference_header(measure) + comparison_lines(outcomes)
+    if measure != "success":
+        # A graded benchmark's claim is on the score; success is reported beside it.
+        successes = {arm: arm_outcomes(out, arm)[0] for arm, _ in ARMS}
+        successes["start"] = evaluation_outcomes(out / "start") or {}
+        lines += [""] + difference_header() + comparison_lines(successes)
+    ablations, ablated = arm_table(out, ABLATIONS, COLUMNS, measure=measure)
     if any(ablated.values()):
         # Each ablation is one run at seed 0: it pairs with the recipe's seed-0 run on the same tasks.
         lines += ["", "Ablations (seed 0), each against the recipe's seed-0 run:", ""] + ablations
-        lines += [""] + difference_header()
+        lines += [""] + difference_header(measure)
         titles = dict(ABLATIONS)
         for name, title in ABLATIONS:
             if ablated[name]:

@@ -31,6 +31,13 @@ from hindsight.stats import paired_difference
 
 LABELS = ("s0", "s1", "s2")
 Outcomes = dict[tuple[str, int], float]
+#: What an outcome is measured by: its success (0 or 1) or its final score (a graded env's partial credit).
+MEASURES = ("success", "score")
+
+
+def measured(outcome: Outcome, measure: str) -> float:
+    """The outcome's success as 0/1, or its final score."""
+    return float(outcome.success) if measure == "success" else float(outcome.score)
 
 
 def quiet_closed_pipe() -> None:
@@ -62,19 +69,19 @@ def run_outcomes(run: Path, log: str) -> list[Outcome] | None:
     return outcomes_from_trajectories(read_trajectories(path)) if path is not None else None
 
 
-def final_outcomes(run: Path, label: str) -> Outcomes | None:
-    """Success per (run label, test task) of a finished training run; None while it is unfinished."""
+def final_outcomes(run: Path, label: str, measure: str = "success") -> Outcomes | None:
+    """Success (or score) per (run label, test task) of a finished training run; None while it is unfinished."""
     outcomes = run_outcomes(run, FINAL_LOG)
-    return None if outcomes is None else {(label, o.task_seed): float(o.success) for o in outcomes}
+    return None if outcomes is None else {(label, o.task_seed): measured(o, measure) for o in outcomes}
 
 
-def evaluation_outcomes(folder: Path, labels: Iterable[str] = LABELS) -> Outcomes | None:
+def evaluation_outcomes(folder: Path, labels: Iterable[str] = LABELS, measure: str = "success") -> Outcomes | None:
     """A `hindsight eval` folder's greedy outcomes, repeated for every run label: an untrained start
     is the same policy whatever seed its comparison arms use, so each arm's run pairs with it."""
     outcomes = run_outcomes(folder, EVAL_LOG)
     if outcomes is None:
         return None
-    return {(label, o.task_seed): float(o.success) for label in labels for o in outcomes}
+    return {(label, o.task_seed): measured(o, measure) for label in labels for o in outcomes}
 
 
 def arm_runs(out: Path, arm: str) -> list[tuple[str, Path]]:
@@ -103,12 +110,12 @@ def last_metric(rows: list[dict], name: str) -> float | None:
     return next((float(row[name]) for row in reversed(rows) if name in row), None)
 
 
-def arm_outcomes(out: Path, arm: str) -> tuple[Outcomes, list[float], list[Path]]:
-    """The merged outcomes of an arm's finished runs, its success per run and those runs."""
+def arm_outcomes(out: Path, arm: str, measure: str = "success") -> tuple[Outcomes, list[float], list[Path]]:
+    """The merged outcomes of an arm's finished runs, its success (or mean score) per run and those runs."""
     merged: Outcomes = {}
     per_seed, runs = [], []
     for label, run in arm_runs(out, arm):
-        got = final_outcomes(run, label)
+        got = final_outcomes(run, label, measure)
         if got is None:
             continue
         merged.update(got)
@@ -175,16 +182,18 @@ def final_failure_endings(run: Path) -> str:
 
 
 def arm_table(out: Path, arms: Sequence[tuple[str, str]], columns: Sequence[Column],
-              outside: Mapping[str, Collection[str]] | None = None) -> tuple[list[str], dict[str, Outcomes]]:
+              outside: Mapping[str, Collection[str]] | None = None,
+              measure: str = "success") -> tuple[list[str], dict[str, Outcomes]]:
     """One row per arm (runs done, test success per run and their mean, then each column for every
     finished run), and each arm's merged outcomes for the paired rows. `outside` names, per arm, the
     labels of runs that are shown but stand outside its mean (a seed run again another way, whose
-    other run stands for that seed); their outcomes are still returned, for the rows that pair with them."""
-    lines = ["| arm | runs done | test success per run | mean | " + " | ".join(t for t, _ in columns) + " |",
+    other run stands for that seed); their outcomes are still returned, for the rows that pair with them.
+    `measure` is what the rates and outcomes count: success, or a graded env's score."""
+    lines = [f"| arm | runs done | test {measure} per run | mean | " + " | ".join(t for t, _ in columns) + " |",
              "|---|---|---|---|" + "---|" * len(columns)]
     outcomes: dict[str, Outcomes] = {}
     for name, title in arms:
-        outcomes[name], per_seed, runs = arm_outcomes(out, name)
+        outcomes[name], per_seed, runs = arm_outcomes(out, name, measure)
         left_out = (outside or {}).get(name, ())
         labels = [run.name[len(name) + 1:] for run in runs]
         counted = [x for x, label in zip(per_seed, labels) if label not in left_out]
@@ -202,8 +211,8 @@ def without_runs(outcomes: Outcomes, labels: Collection[str]) -> Outcomes:
     return {key: value for key, value in outcomes.items() if key[0] not in labels}
 
 
-def difference_header() -> list[str]:
-    return ["| paired difference of test success | B − A [95% CI] | pairs | per run |", "|---|---|---|---|"]
+def difference_header(measure: str = "success") -> list[str]:
+    return [f"| paired difference of test {measure} | B − A [95% CI] | pairs | per run |", "|---|---|---|---|"]
 
 
 def difference_line(title: str, better: Mapping, base: Mapping) -> str:

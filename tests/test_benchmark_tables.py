@@ -41,11 +41,11 @@ def write_run(folder: Path, log: str, successes, metrics=(), finished=True) -> N
                            "mean_steps": 0.0, "invalid_rate": 0.0})
 
 
-def table(script: str, out: Path) -> str:
+def table(script: str, out: Path, *options: str) -> str:
     module = __import__(script)
     stdout = io.StringIO()
     argv = sys.argv
-    sys.argv = [script, str(out)]
+    sys.argv = [script, str(out), *options]
     try:
         with contextlib.redirect_stdout(stdout):
             module.main()
@@ -397,6 +397,36 @@ def test_the_learning_table_pairs_each_run_with_the_start_pooled_and_alone(tmp_p
     assert text.splitlines()[0].count("|") == text.splitlines()[2].count("|")
 
 
+def write_graded_run(folder: Path, log: str, scores, config: dict) -> None:
+    """A finished BlocksWorld run whose test episodes end with `scores` (1.0 is a success)."""
+    import yaml
+
+    run = RunDir(folder)
+    with run.trajectory_writer(log, env="blocksworld", split="test") as writer:
+        for task, score in enumerate(scores):
+            writer.write_trajectory(replace(outcome(100 + task, score == 1.0), env="blocksworld", score=score))
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    run.write_summary({"success_rate": sum(s == 1.0 for s in scores) / len(scores), "episodes": len(scores)})
+
+
+def test_the_learning_table_measures_a_graded_benchmark_by_its_score(tmp_path):
+    bw = {"env": "blocksworld", "env_kwargs": {"num_blocks": 4, "view": "compact"}}
+    write_graded_run(tmp_path / "start", "eval", [0.5, 0.25, 1.0, 0.75], {"kind": "eval", **bw})
+    write_graded_run(tmp_path / "grpo-s0", "eval-test-final", [1.0, 0.5, 1.0, 0.75], {"kind": "grpo", **bw})
+    text = table("learning_table", tmp_path, "--measure", "score")
+    assert "| arm | runs done | test score per run | mean |" in text
+    assert "| start (SFT) | 1 | 0.625 | 0.625 |" in text and "| GRPO | 1 | 0.812 | 0.812 |" in text
+    # Scores: +0.5 and +0.25 on two of four tasks; successes: one more task solved.
+    score_rows, success_rows = text.split("| paired difference of test score |")[1].split(
+        "| paired difference of test success |")
+    assert "| GRPO − start (SFT) | +0.188 [" in score_rows and "1 runs × 4 tasks" in score_rows
+    assert "| GRPO − start (SFT) | +0.250 [" in success_rows
+    # The FrozenLake replays do not apply: the start's three move columns are empty.
+    assert "| start (SFT) | 1 | 0.625 | 0.625 | – | – | – | – | – | – | – | – |" in text
+    with pytest.raises(SystemExit):
+        table("learning_table", tmp_path, "--measure", "return")
+
+
 def test_the_learning_table_replays_test_moves_for_the_rule_and_hole_shares(tmp_path):
     import learning_table
     from dataclasses import replace
@@ -604,9 +634,9 @@ def test_the_learning_table_replays_each_run_on_the_lake_its_config_tested_on(tm
     start.joinpath("config.yaml").write_text(yaml.safe_dump({
         "kind": "eval", "env": "frozenlake", "env_kwargs": {"size": 4, "max_steps": 8, "view": "compass", "p_hole": 0.5}}))
     assert learning_table.lake_tested_on(start).generate_instance(seed) == dense.generate_instance(seed)
-    # No config, or another env: the benchmarks' p_hole 0.2 lake.
+    # No config: the benchmarks' p_hole 0.2 lake; another env: none (its moves are not replayed).
     assert learning_table.lake_tested_on(tmp_path / "missing") is learning_table.TEST_LAKE
     other = tmp_path / "other"
     other.mkdir()
     other.joinpath("config.yaml").write_text(yaml.safe_dump({"kind": "eval", "env": "sudoku"}))
-    assert learning_table.lake_tested_on(other) is learning_table.TEST_LAKE
+    assert learning_table.lake_tested_on(other) is None
