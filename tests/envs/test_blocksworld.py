@@ -7,6 +7,9 @@ from hindsight.envs.blocksworld import parse_action
 
 # Start: b2 on b1, b1 and b3 on the table.  Goal: one tower b3 (bottom), b2, b1 (top).
 INSTANCE = {"blocks": 3, "initial": [["b1", "b2"], ["b3"]], "goal": [["b3", "b2", "b1"]]}
+# INSTANCE's first observation in the compact view.
+COMPACT_LINES = ["Current stacks (bottom to top): b1, b2 | b3.", "Clear blocks: b2, b3.", "Your hand is empty.",
+                 "Goal: b1 is on b2; b2 is on b3; b3 is on the table.", "Goal relations that hold now: 1 of 3."]
 
 
 @pytest.fixture
@@ -33,18 +36,21 @@ def test_the_compact_view_drops_the_picture_and_the_repeated_forms(instance_file
     path = instance_file("blocksworld", [(0, "test", INSTANCE)])
     env = make("blocksworld", instances=str(path), view="compact")
     env.reset(0)
-    assert env.render().splitlines() == [
-        "Current stacks (bottom to top): b1, b2 | b3.",
-        "Clear blocks: b2, b3.",
-        "Your hand is empty.",
-        "Goal: b1 is on b2; b2 is on b3; b3 is on the table.",
-        "Goal relations that hold now: 1 of 3.",
-    ]
+    assert env.render().splitlines() == COMPACT_LINES
 
 
-def test_the_view_changes_observations_only():
+def test_the_sentences_view_states_the_current_stacks_in_words(instance_file):
+    path = instance_file("blocksworld", [(0, "test", INSTANCE)])
+    env = make("blocksworld", instances=str(path), view="sentences")
+    env.reset(0)
+    assert env.render().splitlines()[0] == "Current state: b1 is on the table; b2 is on b1; b3 is on the table."
+    assert env.render().splitlines()[1:] == COMPACT_LINES[1:]
+
+
+@pytest.mark.parametrize("view", ["compact", "sentences"])
+def test_the_view_changes_observations_only(view):
     full = make("blocksworld", num_blocks=4, max_steps=14)
-    compact = make("blocksworld", num_blocks=4, max_steps=14, view="compact")
+    compact = make("blocksworld", num_blocks=4, max_steps=14, view=view)
     for seed in full.split_seeds("test", 5):
         full.reset(seed), compact.reset(seed)
         assert full.state_key() == compact.state_key()
@@ -54,7 +60,7 @@ def test_the_view_changes_observations_only():
             assert full.step(action)[1:4] == compact.step(action)[1:4]
         assert compact.done and compact.is_success() == full.is_success()
     # The default view is left out of the options, so logs from before the knob still match.
-    assert "view" not in full.config and compact.config["view"] == "compact"
+    assert "view" not in full.config and compact.config["view"] == view
     with pytest.raises(EnvError, match="view"):
         make("blocksworld", view="picture")
 
