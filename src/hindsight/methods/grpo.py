@@ -61,6 +61,8 @@ from hindsight.types import SamplingParams, Trajectory
 
 @dataclass(frozen=True)
 class GRPOConfig(PolicyGradientBasics):
+    # The dense learning benchmark's best of four rates at 20 updates (docs/training.md, "Defaults").
+    lr: float = option(1e-4, "peak learning rate")
     drop_zero_variance: bool = option(False, "DAPO: leave groups whose returns are all equal out of the batch "
                                              "(they then do not dilute the loss normalisation)")
     dynamic_sampling: bool = option(False, "DAPO's dynamic sampling: when fewer than tasks_per_update groups of an "
