@@ -39,7 +39,7 @@
 # the order a session with few cores should run them: lr 2e-4, 5e-4 and 5e-5; trajectory-mean
 # aggregation; G = 4 (16 tasks) and G = 16 (4 tasks); 4 and 16 tasks per update; KL 0.05 to the
 # start; clip-higher (clip_high 0.28, two optimizer steps per batch); RAGEN's filter (top 25%).
-# VARIANT=graded runs the graded benchmark on BlocksWorld with 4 blocks (compact view, 14 moves):
+# VARIANT=graded runs the graded benchmark on BlocksWorld with 4 blocks (14 moves):
 # the start is cloned from the planner (recipes/sft-blocksworld.yaml), GRPO
 # (recipes/grpo-blocksworld.yaml) is paid the final score (the share of goal relations held),
 # each seed trains on its own tasks, and the table measures every arm by its mean test score,
@@ -67,7 +67,7 @@ esac
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
 # `lake`: the test env of every evaluation (benchmarks/lib.sh), a lake but for the graded variant.
 if [ "$variant" = graded ]; then
-  lake=(--env blocksworld --set num_blocks=4 --set max_steps=14 --set view=compact --memory none
+  lake=(--env blocksworld --set num_blocks=4 --set max_steps=14 --memory none
         --max-new-tokens 20 --system-prompt "$prompt")
 else
   lake=(--env frozenlake --set size=4 --set max_steps=8 --set "view=$view" --memory none --max-new-tokens 12

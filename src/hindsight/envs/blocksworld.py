@@ -20,9 +20,9 @@ _ARITY = {"pickup": 1, "putdown": 1, "stack": 2, "unstack": 2}
 _FILLER = {"block", "the", "on", "onto", "from", "off", "top", "of", "to", "a", "please"}
 MIN_BLOCKS, MAX_BLOCKS = 3, 20
 # "full" states the stacks three ways (a list, a picture, sentences); "compact" keeps the list,
-# the clear blocks, the hand and the goal in sentences (about half the tokens); "sentences" keeps
-# the sentences in place of the list (about 56%). The 135M model clones the planner far better from
-# sentences than from the list (docs/results.md, issue 45), so the views are kept side by side.
+# the clear blocks, the hand and the goal in sentences (about half the tokens); "sentences" states
+# the current stacks in sentences in place of the list (about 56%). The bundled 135M model clones
+# the planner far better from the full view than from either (docs/results.md, issue 45).
 VIEWS = ("full", "compact", "sentences")
 
 Stacks = list[list[str]]
