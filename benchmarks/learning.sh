@@ -57,11 +57,12 @@ shift || true
 stages=${*:-start grpo gigpo ablations table}
 mkdir -p "$out"
 variant=${VARIANT:-local}
+measure=success  # what the table counts: success, or the graded benchmark's score
 case $variant in
   local) sft_recipe=recipes/sft-frozenlake.yaml recipe=recipes/grpo-frozenlake.yaml view=local ;;
   holefree) sft_recipe=recipes/sft-frozenlake-holefree.yaml recipe=recipes/grpo-frozenlake-holefree.yaml view=compass ;;
   dense) sft_recipe=recipes/sft-frozenlake-holefree.yaml recipe=recipes/grpo-frozenlake-dense.yaml view=compass ;;
-  graded) sft_recipe=recipes/sft-blocksworld.yaml recipe=recipes/grpo-blocksworld.yaml ;;
+  graded) sft_recipe=recipes/sft-blocksworld.yaml recipe=recipes/grpo-blocksworld.yaml measure=score ;;
   *) echo "unknown VARIANT: $variant (local, holefree, dense or graded)" >&2; exit 2 ;;
 esac
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
@@ -169,8 +170,7 @@ for stage in $stages; do
     wait
     ;;
   table)
-    if [ "$variant" = graded ]; then python benchmarks/learning_table.py "$out" --measure score
-    else python benchmarks/learning_table.py "$out"; fi
+    python benchmarks/learning_table.py "$out" --measure "$measure"
     ;;
   *) echo "unknown stage: $stage" >&2; exit 2 ;;
   esac

@@ -50,17 +50,17 @@ def test_the_sentences_view_states_the_current_stacks_in_words(instance_file):
 @pytest.mark.parametrize("view", ["compact", "sentences"])
 def test_the_view_changes_observations_only(view):
     full = make("blocksworld", num_blocks=4, max_steps=14)
-    compact = make("blocksworld", num_blocks=4, max_steps=14, view=view)
+    other = make("blocksworld", num_blocks=4, max_steps=14, view=view)
     for seed in full.split_seeds("test", 5):
-        full.reset(seed), compact.reset(seed)
-        assert full.state_key() == compact.state_key()
+        full.reset(seed), other.reset(seed)
+        assert full.state_key() == other.state_key()
         while not full.done:
             action = full.oracle_action()
-            assert compact.oracle_action() == action
-            assert full.step(action)[1:4] == compact.step(action)[1:4]
-        assert compact.done and compact.is_success() == full.is_success()
+            assert other.oracle_action() == action
+            assert full.step(action)[1:4] == other.step(action)[1:4]
+        assert other.done and other.is_success() == full.is_success()
     # The default view is left out of the options, so logs from before the knob still match.
-    assert "view" not in full.config and compact.config["view"] == view
+    assert "view" not in full.config and other.config["view"] == view
     with pytest.raises(EnvError, match="view"):
         make("blocksworld", view="picture")
 

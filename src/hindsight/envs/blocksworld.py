@@ -233,11 +233,10 @@ class BlocksWorld(TextEnv):
     # -- observation --------------------------------------------------------------
     def render(self) -> str:
         stacks = support_to_stacks(self._support)
-        listed = " | ".join(", ".join(s) for s in stacks)
         if self.view == "sentences":
             lines = ["Current state: " + _describe(self._support, self._blocks) + "."]
         else:
-            lines = [f"Current stacks (bottom to top): {listed}."]
+            lines = [f"Current stacks (bottom to top): {_listed(stacks)}."]
         if self.view == "full":
             lines.append("Picture (the table is the line at the bottom):")
             lines.extend(_picture(stacks))
@@ -247,8 +246,7 @@ class BlocksWorld(TextEnv):
         lines.append(f"Your hand holds {self._hand}." if self._hand else "Your hand is empty.")
         goal = _describe(self._goal, self._blocks)
         if self.view == "full":
-            goal_stacks = " | ".join(", ".join(s) for s in support_to_stacks(self._goal))
-            lines.append(f"Goal: {goal}. As stacks (bottom to top): {goal_stacks}.")
+            lines.append(f"Goal: {goal}. As stacks (bottom to top): {_listed(support_to_stacks(self._goal))}.")
         else:
             lines.append(f"Goal: {goal}.")
         held = sum(self._support.get(b) == self._goal[b] for b in self._blocks)
@@ -342,6 +340,11 @@ def _describe(support: Mapping[str, str], blocks: list[str]) -> str:
         else:
             parts.append(f"{block} is on {below}")
     return "; ".join(parts)
+
+
+def _listed(stacks: Stacks) -> str:
+    """Stacks as the observation lists them: "b1, b2 | b3" (each bottom to top)."""
+    return " | ".join(", ".join(s) for s in stacks)
 
 
 def _picture(stacks: Stacks) -> list[str]:

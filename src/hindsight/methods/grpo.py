@@ -61,7 +61,8 @@ from hindsight.types import SamplingParams, Trajectory
 
 @dataclass(frozen=True)
 class GRPOConfig(PolicyGradientBasics):
-    # The dense learning benchmark's best of four rates at 20 updates (docs/training.md, "Defaults").
+    # The dense learning benchmark's best of four rates at 20 updates (docs/training.md, "GRPO's defaults,
+    # chosen by evidence").
     lr: float = option(1e-4, "peak learning rate")
     drop_zero_variance: bool = option(False, "DAPO: leave groups whose returns are all equal out of the batch "
                                              "(they then do not dilute the loss normalisation)")
