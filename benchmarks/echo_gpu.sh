@@ -33,23 +33,5 @@ export CORES DTYPE=${DTYPE:-bfloat16} HF_HUB_OFFLINE=1
 started=$(date +%s)
 timeout --signal=INT "${BUDGET:-540}" benchmarks/echo_learning.sh none "$out" arms || echo "echo_gpu: stopped at the budget"
 echo "wall: $(( $(date +%s) - started )) s"
-python - "$out" <<'PY'
-import json, sys
-from pathlib import Path
-
-import torch
-
-from hindsight.logs import read_metrics
-
-out = Path(sys.argv[1])
-print("device:", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu")
-for run in sorted(p for p in out.iterdir() if (p / "config.yaml").exists() and p.name[-3:-1] == "-s"):
-    rows = read_metrics(run)
-    updates = max((int(r["step"]) for r in rows if any(k.startswith("rollout/") for k in r)), default=0)
-    # From the config written when the run started to its last metrics row (the final test included).
-    wall = max((r["time"] for r in rows if "time" in r), default=0.0) - (run / "config.yaml").stat().st_mtime
-    summary = run / "summary.json"
-    test = json.loads(summary.read_text())["success_rate"] if summary.exists() else None
-    print(f"{run.name}: {updates} updates, {max(wall, 0.0):.0f} s, test success {'–' if test is None else f'{test:.3f}'}")
-PY
+python benchmarks/run_times.py "$out"
 python benchmarks/echo_table.py "$out"

@@ -48,6 +48,9 @@
 # Jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1) keeps a
 # driver on one core, ONLY="grpo-s0 gigpo-s0" runs the named jobs alone. UPDATES=N overrides the
 # recipe's number of updates (the runs of 2026-11-28 used what one session could finish).
+# MODEL sets the base model (default smollm2, or hf:PATH for a tiny check) and SET="--set k=v ..."
+# adds switches to every training run of the grpo, gigpo and ablations stages; on a GPU the runs'
+# dtype `auto` is bfloat16 (benchmarks/learning_gpu.sh runs the seeds there).
 # `python benchmarks/keep.py OUT_DIR results/learning --commit SHA` keeps each finished run's
 # outcome table in the repository (results/README.md).
 set -euo pipefail
@@ -78,8 +81,10 @@ if [ "$variant" = dense ]; then lake+=(--set p_hole=0.5); fi
 
 . benchmarks/lib.sh  # train, evaluate, spawn, arm
 
-switches=()
-if [ -n "${UPDATES:-}" ]; then switches=(--set "updates=$UPDATES"); fi
+model=${MODEL:-smollm2}
+read -r -a switches <<<"${SET:-}"
+if [ "$model" != smollm2 ]; then switches+=(--set "model=$model"); fi
+if [ -n "${UPDATES:-}" ]; then switches+=(--set "updates=$UPDATES"); fi
 start="$out/start-adapter"
 own_lakes() {  # the dense and graded benchmarks give each seed its own training tasks; the others share seed 0's
   if [ "$variant" = dense ] || [ "$variant" = graded ]; then echo "--set train_seed_start=$(( $1 * 100000 ))"; fi
@@ -95,7 +100,7 @@ for stage in $stages; do
       foreground "train sft '$out/start-sft' --config $sft_recipe"
     fi
     export_adapter "$out/start-sft" "$start"
-    foreground "evaluate '$out/start' --model 'smollm2+$start' --episodes 300 --temperature 0"
+    foreground "evaluate '$out/start' --model '$model+$start' --episodes 300 --temperature 0"
     ;;
   grpo)
     for seed in 0 1 2; do arm grpo "$seed" grpo "$recipe" "${switches[@]}" $(own_lakes "$seed"); done
