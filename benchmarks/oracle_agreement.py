@@ -30,7 +30,7 @@ def agreement(trajectories: list[Trajectory], source: str) -> Agreement:
     if result is None:
         raise SystemExit(f"error: {source}: its environment's planner cannot rate moves from any state")
     return Agreement(source, len(trajectories), sum(t.success for t in trajectories), result.steps,
-                     result.agreeing, result.actions)
+                     result.agreeing, result.actions, result.valid, round(result.chance, 6))
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,16 @@ class Agreement:
     steps: int
     agreeing: int
     actions: dict[str, int]
+    valid: int  # the valid moves (an invalid one never agrees)
+    chance: float  # the agreement of a uniformly random admissible move at the same states
 
     @property
     def rate(self) -> float:
         return self.agreeing / self.steps if self.steps else 0.0
+
+    @property
+    def valid_rate(self) -> float:
+        return self.agreeing / self.valid if self.valid else 0.0
 
 
 def _logs(source: Path) -> list[Path]:
@@ -68,11 +74,13 @@ def main(argv: list[str] | None = None) -> int:
         for log in logs:
             result = agreement(list(read_trajectories(log)), str(log))
             if args.json:
-                print(json.dumps({**asdict(result), "oracle_agreement": result.rate}))
+                print(json.dumps({**asdict(result), "oracle_agreement": result.rate,
+                                  "oracle_agreement_valid": result.valid_rate}))
             else:
                 mix = ", ".join(f"{a or '(none)'} {n}" for a, n in result.actions.items())
                 print(f"{log}: success {result.successes}/{result.episodes}, oracle agreement {result.rate:.3f} "
-                      f"({result.agreeing}/{result.steps} moves); moves: {mix}")
+                      f"({result.agreeing}/{result.steps} moves; {result.valid_rate:.3f} of the {result.valid} "
+                      f"valid ones; a random admissible move {result.chance:.3f}); moves: {mix}")
     return 0
 
 

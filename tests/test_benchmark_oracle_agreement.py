@@ -24,7 +24,8 @@ def run(spec, episodes=6):
 def test_the_oracle_always_agrees_with_itself():
     result = oracle_agreement.agreement(run("oracle"), "oracle")
     assert result.successes == result.episodes == 6
-    assert result.agreeing == result.steps > 0 and result.rate == 1.0
+    assert result.agreeing == result.steps == result.valid > 0 and result.rate == result.valid_rate == 1.0
+    assert 0.25 <= result.chance <= 1.0  # at least one of the four moves is among the best wherever it stood
 
 
 def test_a_random_policy_agrees_exactly_where_its_move_was_among_the_best():

@@ -45,12 +45,34 @@ def test_a_random_policy_agrees_exactly_where_its_move_was_among_the_best():
     assert result.diverged == 0
 
 
+def test_the_chance_level_is_a_random_admissible_moves_agreement_at_the_same_states():
+    trajectories = run("random:4")
+    result = oracle_agreement(trajectories)
+    chance = []
+    for trajectory in trajectories:  # by hand: the share of the four moves that are among the best, state by state
+        env = make("frozenlake", **{**trajectory.env_kwargs, "max_steps": 100})
+        env.reset(trajectory.seed)
+        for step in trajectory.steps:
+            chance.append(len(best_moves(env, ["up", "down", "left", "right"])) / 4)
+            env.step(step.action)
+    assert len(chance) == result.steps
+    assert abs(result.chance - sum(chance) / len(chance)) < 1e-12
+    assert 0.0 < result.chance < 1.0
+    summary = summarize_evaluation(trajectories)
+    assert summary.oracle_chance == round(result.chance, 6)
+    assert eval_metrics("eval", summary)["eval/oracle_chance"] == summary.oracle_chance
+
+
 def test_an_invalid_step_counts_as_a_disagreeing_move():
     trajectory = run("oracle", episodes=1)[0]
     first = trajectory.steps[0]
     broken = dataclasses.replace(trajectory, steps=(dataclasses.replace(first, valid=False),) + trajectory.steps[1:])
     result = oracle_agreement([broken])
     assert result.actions[INVALID] == 1 and result.agreeing == result.steps - 1
+    # Among the valid moves alone, the oracle still agrees with itself every time.
+    assert result.valid == result.steps - 1 and result.valid_rate == 1.0
+    summary = summarize_evaluation([broken])
+    assert summary.oracle_agreement < summary.oracle_agreement_valid == 1.0
 
 
 def test_the_local_view_rates_the_same_moves_as_the_grid():

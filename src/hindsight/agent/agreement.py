@@ -5,7 +5,12 @@ move is tried on a copy: the step *agrees* when its move is one of those after w
 planner needs the fewest further moves to succeed (ties all count). A state-independent
 policy shows at once, whatever its success: its action mix is lopsided (issue 45's 4×4
 start answered "up" 96% of the time) and its agreement sits near the chance level of that
-mix. Only environments whose planner plans from any state (`oracle_replans`: FrozenLake,
+mix. Two more numbers make the agreement readable where legality and state-dependence part:
+the agreement among the valid moves alone, and the *chance level*, the agreement a uniformly
+random admissible move would have at the same states. In BlocksWorld a state admits few moves
+and many tie for best, so a random legal move agrees about half the time (issue 45), and a
+clone whose moves are half refused scores below that while its valid moves are far above it.
+Only environments whose planner plans from any state (`oracle_replans`: FrozenLake,
 BlocksWorld, Sudoku) have an answer; for the others `oracle_agreement` returns None.
 """
 
@@ -37,10 +42,24 @@ class Agreement:
     actions: dict[str, int] = field(default_factory=dict)
     #: Trajectories that did not replay to their recorded states (a changed environment).
     diverged: int = 0
+    #: The replayed moves that were valid (an invalid one never agrees).
+    valid: int = 0
+    #: Σ over the replayed states of |best moves| / |admissible moves|.
+    chance_sum: float = 0.0
 
     @property
     def rate(self) -> float:
         return self.agreeing / self.steps if self.steps else 0.0
+
+    @property
+    def valid_rate(self) -> float:
+        """The agreement among the valid moves alone."""
+        return self.agreeing / self.valid if self.valid else 0.0
+
+    @property
+    def chance(self) -> float:
+        """The agreement of a uniformly random admissible move at the same states."""
+        return self.chance_sum / self.steps if self.steps else 0.0
 
 
 def best_moves(env: Env, moves: Iterable[str]) -> set[str]:
@@ -79,7 +98,8 @@ def oracle_agreement(trajectories: Iterable[Trajectory]) -> Agreement | None:
     if not trajectories or not plans_from_any_state(trajectories[0].env, trajectories[0].env_kwargs):
         return None
     mix: Counter[str] = Counter()
-    agreeing = steps = diverged = 0
+    agreeing = steps = diverged = valid = 0
+    chance_sum = 0.0
     for trajectory in trajectories:
         env = planning_env(trajectory)
         try:
@@ -87,7 +107,11 @@ def oracle_agreement(trajectories: Iterable[Trajectory]) -> Agreement | None:
                 action = step.action if step.valid and step.action else INVALID
                 mix[action] += 1
                 steps += 1
-                agreeing += action != INVALID and action in best_moves(env, env.admissible_actions())
+                admissible = env.admissible_actions()
+                best = best_moves(env, admissible)
+                chance_sum += len(best) / len(admissible) if admissible else 0.0
+                valid += action != INVALID
+                agreeing += action in best
                 take_recorded(env, trajectory, step)
         except ReplayDivergence:
             diverged += 1
@@ -96,4 +120,4 @@ def oracle_agreement(trajectories: Iterable[Trajectory]) -> Agreement | None:
     kept = dict(mix.most_common(MIX_SIZE))
     if len(mix) > MIX_SIZE:
         kept[OTHER] = steps - sum(kept.values())
-    return Agreement(steps, agreeing, kept, diverged)
+    return Agreement(steps, agreeing, kept, diverged, valid, chance_sum)

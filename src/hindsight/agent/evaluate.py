@@ -122,6 +122,9 @@ class EvalSummary:
     #: ignores the state shows here first.
     oracle_agreement: float | None = None
     action_mix: dict[str, int] = field(default_factory=dict)
+    #: The agreement among the valid moves alone, and a random admissible move's at the same states.
+    oracle_agreement_valid: float | None = None
+    oracle_chance: float | None = None
 
 
 def summarize(trajectories: Iterable[Trajectory], wall_s: float = 0.0, interrupted: bool = False) -> EvalSummary:
@@ -156,7 +159,8 @@ def summarize_evaluation(trajectories: Iterable[Trajectory], wall_s: float = 0.0
     agreement = oracle_agreement(t for t in trajectories if is_final_attempt(t))
     if agreement is None:
         return summary
-    return replace(summary, oracle_agreement=round(agreement.rate, 6), action_mix=agreement.actions)
+    return replace(summary, oracle_agreement=round(agreement.rate, 6), action_mix=agreement.actions,
+                   oracle_agreement_valid=round(agreement.valid_rate, 6), oracle_chance=round(agreement.chance, 6))
 
 
 def _summarize_attempts(trajectories: list[Trajectory], wall_s: float, interrupted: bool) -> EvalSummary:

@@ -166,8 +166,11 @@ def print_summary(summary: dict[str, Any], run_dir: Any) -> None:
                   f"after its restarts[/] (first: {summary['first_env_failure']}); they count as failures", soft_wrap=True)
     if summary.get("oracle_agreement") is not None:
         mix = ", ".join(f"{action} {count}" for action, count in summary["action_mix"].items())
-        out.print(f"oracle agreement {summary['oracle_agreement']:.1%} of moves among the planner's best; "
-                  f"moves: {mix}", soft_wrap=True)
+        valid = summary.get("oracle_agreement_valid")
+        among_valid = "" if valid is None else (
+            f" ({valid:.1%} of the valid ones; a random admissible move: {summary['oracle_chance']:.1%})")
+        out.print(f"oracle agreement {summary['oracle_agreement']:.1%} of moves among the planner's best"
+                  f"{among_valid}; moves: {mix}", soft_wrap=True)
     if summary.get("success_by_attempt"):
         solved = ", ".join(f"{k} {rate:.1%}" for k, rate in enumerate(summary["success_by_attempt"], 1))
         out.print(f"Reflexion: solved by attempt {solved} ({summary['attempts']} attempts run)")

@@ -64,6 +64,8 @@ def eval_metrics(prefix: str, summary: EvalSummary) -> dict[str, float]:
     }
     if summary.oracle_agreement is not None:
         row[f"{prefix}/oracle_agreement"] = summary.oracle_agreement
+        row[f"{prefix}/oracle_agreement_valid"] = summary.oracle_agreement_valid
+        row[f"{prefix}/oracle_chance"] = summary.oracle_chance
         moves = sum(summary.action_mix.values())
         # The largest share of one action: near 1, the policy answers the same whatever the state.
         row[f"{prefix}/top_action_share"] = max(summary.action_mix.values()) / moves if moves else 0.0
