@@ -48,8 +48,8 @@
 # Jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1) keeps a
 # driver on one core, ONLY="grpo-s0 gigpo-s0" runs the named jobs alone. UPDATES=N overrides the
 # recipe's number of updates (the runs of 2026-11-28 used what one session could finish).
-# MODEL sets the base model (default smollm2, or hf:PATH for a tiny check) and SET="--set k=v ..."
-# adds switches to every training run of the grpo, gigpo and ablations stages; on a GPU the runs'
+# MODEL sets the base model of every run (default smollm2, or hf:PATH for a tiny check) and
+# SET="--set k=v ..." adds switches to every training run of the grpo, gigpo and ablations stages; on a GPU the runs'
 # dtype `auto` is bfloat16 (benchmarks/learning_gpu.sh runs the seeds there).
 # `python benchmarks/keep.py OUT_DIR results/learning --commit SHA` keeps each finished run's
 # outcome table in the repository (results/README.md).
@@ -82,8 +82,9 @@ if [ "$variant" = dense ]; then lake+=(--set p_hole=0.5); fi
 . benchmarks/lib.sh  # train, evaluate, spawn, arm
 
 model=${MODEL:-smollm2}
-read -r -a switches <<<"${SET:-}"
-if [ "$model" != smollm2 ]; then switches+=(--set "model=$model"); fi
+base=""  # the base model's switch for every training run, the start's included
+if [ "$model" != smollm2 ]; then base="--set model=$model"; fi
+read -r -a switches <<<"${SET:-} $base"
 if [ -n "${UPDATES:-}" ]; then switches+=(--set "updates=$UPDATES"); fi
 start="$out/start-adapter"
 own_lakes() {  # the dense and graded benchmarks give each seed its own training tasks; the others share seed 0's
@@ -93,11 +94,11 @@ for stage in $stages; do
   case $stage in
   start)
     if [ "$variant" = dense ]; then
-      foreground "train sft '$out/holefree-sft' --config $sft_recipe"
+      foreground "train sft '$out/holefree-sft' --config $sft_recipe $base"
       export_adapter "$out/holefree-sft" "$out/holefree-adapter"
-      foreground "train sft '$out/start-sft' --config recipes/sft-frozenlake-reader.yaml --set init_from='$out/holefree-adapter'"
+      foreground "train sft '$out/start-sft' --config recipes/sft-frozenlake-reader.yaml --set init_from='$out/holefree-adapter' $base"
     else
-      foreground "train sft '$out/start-sft' --config $sft_recipe"
+      foreground "train sft '$out/start-sft' --config $sft_recipe $base"
     fi
     export_adapter "$out/start-sft" "$start"
     foreground "evaluate '$out/start' --model '$model+$start' --episodes 300 --temperature 0"
