@@ -17,6 +17,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from hindsight.agent.agreement import Agreement as OracleAgreement
 from hindsight.agent.agreement import best_moves, oracle_agreement
 from hindsight.logs import read_trajectories
 from hindsight.types import Trajectory
@@ -29,30 +30,17 @@ def agreement(trajectories: list[Trajectory], source: str) -> Agreement:
     result = oracle_agreement(trajectories)
     if result is None:
         raise SystemExit(f"error: {source}: its environment's planner cannot rate moves from any state")
-    return Agreement(source, len(trajectories), sum(t.success for t in trajectories), result.steps,
-                     result.agreeing, result.actions, result.valid, round(result.chance, 6))
+    return Agreement(**asdict(result), source=source, episodes=len(trajectories),
+                     successes=sum(t.success for t in trajectories))
 
 
 @dataclass(frozen=True)
-class Agreement:
-    """One log's test success, how often its moves were among the planner's best, and its action mix."""
+class Agreement(OracleAgreement):
+    """One log's agreement (the toolkit's counts and rates) with its source and test success."""
 
-    source: str
-    episodes: int
-    successes: int
-    steps: int
-    agreeing: int
-    actions: dict[str, int]
-    valid: int  # the valid moves (an invalid one never agrees)
-    chance: float  # the agreement of a uniformly random admissible move at the same states
-
-    @property
-    def rate(self) -> float:
-        return self.agreeing / self.steps if self.steps else 0.0
-
-    @property
-    def valid_rate(self) -> float:
-        return self.agreeing / self.valid if self.valid else 0.0
+    source: str = ""
+    episodes: int = 0
+    successes: int = 0
 
 
 def _logs(source: Path) -> list[Path]:
@@ -75,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             result = agreement(list(read_trajectories(log)), str(log))
             if args.json:
                 print(json.dumps({**asdict(result), "oracle_agreement": result.rate,
-                                  "oracle_agreement_valid": result.valid_rate}))
+                                  "oracle_agreement_valid": result.valid_rate, "oracle_chance": result.chance}))
             else:
                 mix = ", ".join(f"{a or '(none)'} {n}" for a, n in result.actions.items())
                 print(f"{log}: success {result.successes}/{result.episodes}, oracle agreement {result.rate:.3f} "

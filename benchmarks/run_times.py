@@ -25,13 +25,13 @@ def run_line(run: Path) -> str:
     """`NAME: U updates, W s, test success S, mean score M` for one run folder."""
     rows = read_metrics(run)
     updates = max((int(r["step"]) for r in rows if any(k.startswith("rollout/") for k in r)), default=0)
-    wall = max((r["time"] for r in rows if "time" in r), default=0.0) - (run / "config.yaml").stat().st_mtime
+    last = max((r["time"] for r in rows if "time" in r), default=0.0)
+    head = f"{run.name}: {updates} updates, {max(last - (run / 'config.yaml').stat().st_mtime, 0.0):.0f} s"
     summary = run / "summary.json"
     if not summary.exists():
-        return f"{run.name}: {updates} updates, {max(wall, 0.0):.0f} s, not finished"
+        return f"{head}, not finished"
     result = json.loads(summary.read_text())
-    return (f"{run.name}: {updates} updates, {max(wall, 0.0):.0f} s, "
-            f"test success {result['success_rate']:.3f}, mean score {result['mean_score']:.3f}")
+    return f"{head}, test success {result['success_rate']:.3f}, mean score {result['mean_score']:.3f}"
 
 
 def main() -> None:
