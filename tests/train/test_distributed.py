@@ -18,7 +18,7 @@ from hindsight.train.distributed import Workers
 
 # Run by each worker process and, with one worker, by the test itself.
 SCRIPT = r'''
-import json, sys
+import json, os, sys
 import pytest
 import torch
 from hindsight.algos.grpo import Aggregation
@@ -51,13 +51,14 @@ stats = [policy_gradient_update(model, [sequences[i] for i in mine], [advantage[
                                 optimizer, None, settings, workers) for _ in range(2)]
 if workers.is_main:
     torch.save({n: p.detach() - before[n] for n, p in model.model.named_parameters() if "lora_" in n}, out + ".pt")
-    json.dump([[s.loss, s.pg_loss, s.kl, s.clip_frac, s.grad_norm, s.sequences, s.tokens] for s in stats],
-              open(out + ".json", "w"))
-if workers.world > 1:
-    # Leave the process group before the interpreter exits: gloo's threads still alive at exit
-    # were seen to abort a finished worker ("terminate called without an active exception").
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    with open(out + ".json", "w") as f:
+        json.dump([[s.loss, s.pg_loss, s.kl, s.clip_frac, s.grad_norm, s.sequences, s.tokens] for s in stats], f)
+workers.close()
+# This test is about the step, not the exit: a finished worker was seen to abort in the
+# interpreter's teardown now and then ("terminate called without an active exception", once in
+# about ten runs, with and without leaving the process group first), so it skips the teardown.
+sys.stdout.flush()
+os._exit(0)
 '''
 
 
@@ -101,8 +102,10 @@ def test_two_processes_take_the_single_process_step(tiny_lora_model_dir, tmp_pat
 
 GRPO_SCRIPT = r'''
 import json, sys
+import torch
 from hindsight.methods.grpo import GRPOConfig, train_grpo
 train_grpo(GRPOConfig(**json.loads(sys.argv[1])), sys.argv[2])
+assert not torch.distributed.is_initialized()  # the run's end left the launcher's process group
 '''
 
 
@@ -116,10 +119,16 @@ def test_grpo_runs_data_parallel_over_two_processes(tiny_model_dir, tmp_path):
     processes = [
         subprocess.Popen([sys.executable, str(script), json.dumps(config), str(tmp_path / "run")],
                          env={**os.environ, "OMP_NUM_THREADS": "1", "WORLD_SIZE": "2", "RANK": str(rank),
-                              "LOCAL_RANK": str(rank), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+                              "LOCAL_RANK": str(rank), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)},
+                         stderr=(tmp_path / f"stderr-{rank}").open("w"))
         for rank in range(2)
     ]
-    assert all(p.wait(timeout=300) == 0 for p in processes)
+    codes = [p.wait(timeout=300) for p in processes]
+    errors = [(tmp_path / f"stderr-{rank}").read_text() for rank in range(2)]
+    assert codes == [0, 0], errors
+    # A run that leaves its process group to the interpreter's exit warns (torch asks for
+    # destroy_process_group) or aborts in gloo's teardown; the run's end leaves it.
+    assert not any("destroy" in e or "terminate called" in e or "Traceback" in e for e in errors), errors
     run = tmp_path / "run"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == [0, 1, 2, 2]  # one writer: no row twice

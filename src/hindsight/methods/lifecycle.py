@@ -255,6 +255,7 @@ class TrainingRun(Generic[C]):
         self._metrics.close()
         if self._served is not None:
             self._served.close()
+        self.workers.close()
         return self.path
 
     def _sync_metrics(self) -> dict[str, float]:

@@ -86,6 +86,17 @@ class Workers:
             parameter.grad.copy_(flat[offset : offset + count].view_as(parameter.grad))
             offset += count
 
+    def close(self) -> None:
+        """Leave the launcher's process group, once this process has made its last collective.
+
+        torch asks for this before a process ends: a group left to the interpreter's exit
+        warns on GPUs, and its communication threads may outlive the objects they use. No
+        barrier: process 0's final evaluation can outlast the group's timeout while the
+        others have nothing left to wait for.
+        """
+        if self.world > 1 and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
     def require_groups(self, tasks_per_update: int) -> None:
         """Refuse fewer tasks per update than processes: each process needs whole task groups to score."""
         from hindsight.configs import ConfigError
