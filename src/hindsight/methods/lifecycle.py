@@ -282,18 +282,30 @@ def evaluate_trainable(
     """Evaluate the active role on the first `episodes` tasks of a split; log trajectories.
 
     A log `name` left by an interrupted process is continued: its finished tasks are kept
-    and only the others run (TrainingRun removes the logs whose weights are gone).
+    and only the others run (TrainingRun removes the logs whose weights are gone). Progress
+    (tasks done, success and mean score so far) goes to stderr, a line per tenth in a log file.
     """
     from hindsight.envs import make
 
     seeds = make(settings.env, **settings.env_kwargs).split_seeds(split, episodes)
     rollout = replace(settings.rollout, seed=seed, split=split)
     path = run.trajectories_dir / f"{name}.jsonl"
-    finished = {t.seed for t in keep_finished_tasks(path)} if path.exists() else set()
+    done = keep_finished_tasks(path) if path.exists() else []
+    finished = {t.seed for t in done}
+    tally = [sum(t.success for t in done), sum(t.score for t in done), len(done)]  # successes, score sum, tasks
     started = time.perf_counter()
-    with run.trajectory_writer(name, env=settings.env, split=split) as writer:
+
+    def count(trajectory: Trajectory) -> None:
+        tally[0] += trajectory.success
+        tally[1] += trajectory.score
+        tally[2] += 1
+        progress.advance(f"success {tally[0] / tally[2]:.3f} · score {tally[1] / tally[2]:.3f}")
+
+    with (run.trajectory_writer(name, env=settings.env, split=split) as writer,
+          TrainingProgress(len(seeds), f"{split} evaluation", completed=len(done),
+                           plain_every=max(1, len(seeds) // 10)) as progress):
         evaluate_policy(model.sampler, lambda: make(settings.env, **settings.env_kwargs),
-                        [s for s in seeds if s not in finished], rollout, writer=writer)
+                        [s for s in seeds if s not in finished], rollout, writer=writer, on_trajectory=count)
     return summarize_evaluation(read_trajectories(path), time.perf_counter() - started)
 
 

@@ -10,10 +10,14 @@ class TrainingProgress:
     """Progress over updates or steps (on stderr) with the current phase and the last figures.
 
     On a terminal it is a live bar; otherwise (a log file, CI, `nohup`) every phase change
-    and every finished unit is one plain line, so a long run's log shows where it is.
+    and every `plain_every`-th finished unit (and the last) is one plain line, so a long run's
+    log shows where it is without a line per episode of a long evaluation.
     """
 
-    def __init__(self, total: int, description: str, completed: int = 0, enabled: bool = True):
+    def __init__(self, total: int, description: str, completed: int = 0, enabled: bool = True,
+                 plain_every: int = 1):
+        if plain_every < 1:
+            raise ValueError(f"plain_every must be >= 1, got {plain_every}")
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -21,6 +25,7 @@ class TrainingProgress:
         self._live = console.is_terminal
         self._enabled = enabled
         self._description, self._total, self._done = description, total, completed
+        self._plain_every = plain_every
         self._started = time.perf_counter()
         self._progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -42,7 +47,8 @@ class TrainingProgress:
     def advance(self, info: str) -> None:
         self._done += 1
         self._progress.update(self._task, advance=1, phase="", info=info)
-        self._line(info)
+        if self._done % self._plain_every == 0 or self._done == self._total:
+            self._line(info)
 
     def __enter__(self) -> TrainingProgress:
         self._progress.start()
