@@ -18,14 +18,15 @@ left out, so the script can run at any point.
 
 `--measure score` reads a graded benchmark (BlocksWorld, `VARIANT=graded benchmarks/learning.sh`):
 every rate and paired difference is of the final score (the share of goal relations held), and
-the paired differences of success follow. The FrozenLake replay columns show "–" for runs of
-another environment.
+the paired differences of success follow. The FrozenLake replay columns are left out when the
+start was tested on another environment.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from pathlib import Path
@@ -224,13 +225,15 @@ def choice_cell(run: Path, log: str = FINAL_LOG) -> str:
     return f"{shares.chose_hole / shares.choices:.3f} (of {shares.choices})"
 
 
+AGREEMENT = "test oracle agreement"
 COLUMNS = (("env steps (train)", env_steps),
            ("train success, first → last update", first_and_last("rollout/success_rate")),
-           ("test oracle agreement", metric("final_test/oracle_agreement", spec=".3f")),
+           (AGREEMENT, metric("final_test/oracle_agreement", spec=".3f")),
            ("loop ratio, last update", metric("tide/loop_ratio", spec=".3f")),
-           ("collapse alarm", alarm),
-           ("hole-blind rule share", rule_cell), ("moves beside a hole that step in", hole_cell),
-           ("hole taken where another move toward the goal is safe", choice_cell))
+           ("collapse alarm", alarm))
+#: The columns that replay test moves on their FrozenLake maps.
+REPLAY_COLUMNS = (("hole-blind rule share", rule_cell), ("moves beside a hole that step in", hole_cell),
+                  ("hole taken where another move toward the goal is safe", choice_cell))
 
 
 def per_run_lines(title: str, better: Outcomes, base: Outcomes) -> list[str]:
@@ -258,19 +261,21 @@ def main() -> None:
                         help="what the rates and differences count (score: a graded env's partial credit)")
     args = parser.parse_args()
     out, measure = args.out, args.measure
-    lines, outcomes = arm_table(out, ARMS, COLUMNS, measure=measure)
+    replays = lake_tested_on(out / "start") is not None
+    columns = COLUMNS + REPLAY_COLUMNS if replays else COLUMNS
+    lines, outcomes = arm_table(out, ARMS, columns, measure=measure)
     start = evaluation_outcomes(out / "start", measure=measure)
     if start is None:
-        lines.insert(2, "| start (SFT) | not yet evaluated | | | " + " | " * len(COLUMNS))
+        lines.insert(2, "| start (SFT) | not yet evaluated | | | " + " | " * len(columns))
     else:
         # The start is one policy: its outcomes stand for every run label (`evaluation_outcomes`).
         tasks = {task for _, task in start}
         rate = sum(v for (label, _), v in start.items() if label == "s0") / len(tasks)
-        moves = [rule_cell(out / "start", EVAL_LOG), hole_cell(out / "start", EVAL_LOG),
-                 choice_cell(out / "start", EVAL_LOG)]
-        lines.insert(2, f"| start (SFT) | 1 | {rate:.3f} | {rate:.3f} | "
-                     + " | ".join(["–"] * (len(COLUMNS) - len(moves)) + moves)
-                     + " |")
+        moves = [read(out / "start", EVAL_LOG) for _, read in REPLAY_COLUMNS] if replays else []
+        agreement = json.loads((out / "start" / "summary.json").read_text()).get("oracle_agreement")
+        # Of the training columns only the test oracle agreement applies to an evaluation.
+        cells = [f"{agreement:.3f}" if title == AGREEMENT and agreement is not None else "–" for title, _ in COLUMNS]
+        lines.insert(2, f"| start (SFT) | 1 | {rate:.3f} | {rate:.3f} | " + " | ".join(cells + moves) + " |")
     outcomes["start"] = start or {}
     lines += [""] + difference_header(measure) + comparison_lines(outcomes)
     if measure != "success":
@@ -278,7 +283,7 @@ def main() -> None:
         successes = {arm: arm_outcomes(out, arm)[0] for arm, _ in ARMS}
         successes["start"] = evaluation_outcomes(out / "start") or {}
         lines += [""] + difference_header() + comparison_lines(successes)
-    ablations, ablated = arm_table(out, ABLATIONS, COLUMNS, measure=measure)
+    ablations, ablated = arm_table(out, ABLATIONS, columns, measure=measure)
     if any(ablated.values()):
         # Each ablation is one run at seed 0: it pairs with the recipe's seed-0 run on the same tasks.
         lines += ["", "Ablations (seed 0), each against the recipe's seed-0 run:", ""] + ablations

@@ -421,8 +421,13 @@ def test_the_learning_table_measures_a_graded_benchmark_by_its_score(tmp_path):
         "| paired difference of test success |")
     assert "| GRPO − start (SFT) | +0.188 [" in score_rows and "1 runs × 4 tasks" in score_rows
     assert "| GRPO − start (SFT) | +0.250 [" in success_rows
-    # The FrozenLake replays do not apply: the start's three move columns are empty.
-    assert "| start (SFT) | 1 | 0.625 | 0.625 | – | – | – | – | – | – | – | – |" in text
+    # The FrozenLake replays do not apply: their three columns are left out.
+    assert "| start (SFT) | 1 | 0.625 | 0.625 | – | – | – | – | – |" in text  # no oracle agreement in its summary
+    assert "hole" not in text and text.splitlines()[0].count("|") == text.splitlines()[2].count("|")
+    summary = json.loads((tmp_path / "start" / "summary.json").read_text())
+    (tmp_path / "start" / "summary.json").write_text(json.dumps({**summary, "oracle_agreement": 0.4}))
+    assert "| start (SFT) | 1 | 0.625 | 0.625 | – | – | 0.400 | – | – |" in table("learning_table", tmp_path,
+                                                                                 "--measure", "score")
     with pytest.raises(SystemExit):
         table("learning_table", tmp_path, "--measure", "return")
 
