@@ -47,8 +47,9 @@
 # A switch with spaces carries its own quotes: a job is one command line (benchmarks/lib.sh).
 # Jobs run side by side, one core each (HINDSIGHT_THREADS=1, taskset); CORES=0 (or 1) keeps a
 # driver on one core, CORES="0,1" runs one job at a time on two threads (faster in all for the
-# graded runs on a 2-core machine: docs/results.md), ONLY="grpo-s0 gigpo-s0" runs the named jobs alone. UPDATES=N overrides the
-# recipe's number of updates (the runs of 2026-11-28 used what one session could finish).
+# graded runs on a 2-core machine: docs/results.md), ONLY="grpo-s0 gigpo-s0" runs the named
+# jobs alone. UPDATES=N overrides the recipe's number of updates (the runs of 2026-11-28 used
+# what one session could finish).
 # MODEL sets the base model of every run (default smollm2, or hf:PATH for a tiny check) and
 # SET="--set k=v ..." adds switches to every training run of the grpo, gigpo and ablations stages; on a GPU the runs'
 # dtype `auto` is bfloat16 (benchmarks/learning_gpu.sh runs the seeds there).
