@@ -292,14 +292,12 @@ def evaluate_trainable(
     path = run.trajectories_dir / f"{name}.jsonl"
     done = keep_finished_tasks(path) if path.exists() else []
     finished = {t.seed for t in done}
-    tally = [sum(t.success for t in done), sum(t.score for t in done), len(done)]  # successes, score sum, tasks
     started = time.perf_counter()
 
     def count(trajectory: Trajectory) -> None:
-        tally[0] += trajectory.success
-        tally[1] += trajectory.score
-        tally[2] += 1
-        progress.advance(f"success {tally[0] / tally[2]:.3f} · score {tally[1] / tally[2]:.3f}")
+        done.append(trajectory)
+        progress.advance(f"success {sum(t.success for t in done) / len(done):.3f} · "
+                         f"score {sum(t.score for t in done) / len(done):.3f}")
 
     with (run.trajectory_writer(name, env=settings.env, split=split) as writer,
           TrainingProgress(len(seeds), f"{split} evaluation", completed=len(done),
