@@ -1,8 +1,15 @@
-"""The tables of the Self-Guide comparison (benchmarks/selfguide_comparison.sh), as Markdown.
+"""The tables of the Self-Guide comparisons, as Markdown.
 
     python benchmarks/selfguide_table.py runs/selfguide
 
     python benchmarks/selfguide_table.py results/selfguide
+
+    python benchmarks/selfguide_table.py runs/selfguide-informed --layout informed
+
+The default layout is issue 12's comparison (benchmarks/selfguide_comparison.sh); `--layout
+informed` is issue 49's (benchmarks/selfguide_informed.sh): its start evaluated without and with
+notes (`start`, `start-sg`) is the ReAct and ReAct+SG baseline, and its arms are `grpo`,
+`grpo-sg` and `grpo-sg-gr`, with no schedule or follow-up runs.
 
 Reads what the comparison wrote under OUT: the prompting evaluations (react, react-sg,
 reflexion, reflact) and the final test evaluations of the trained arms ({arm}-s{seed}), from
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -35,17 +43,44 @@ from tables import (quiet_closed_pipe,
     EVAL_LOG, arm_table, difference_header, difference_line, env_steps, evaluation_outcomes, final_failure_endings,
     live_log, metric, run_failure_endings, without_runs,
 )
-PROMPTING = (("react", "ReAct"), ("react-sg", "ReAct+SG"), ("reflexion", "Reflexion (3 attempts)"),
-             ("reflact", "ReFlAct"))
-ARMS = (("grpo", "GRPO"), ("sg", "GRPO+SG (λ ≡ 0)"), ("sg-gr", "GRPO+SG+GR (paper λ: 0.4/0.5/0.7/0.8)"))
-SCHEDULES = (("sg-gr-immediate", "full λ from the start"), ("sg-gr-early", "early entry (0.1/0.2/0.7/0.8)"),
-             ("sg-gr-no-anneal", "no annealing (0.4/0.5/1/1)"))
-COMPARISONS = (("sg", "grpo"), ("sg-gr", "grpo"), ("sg-gr", "sg"))
-# Outside the comparison: the test of why GRPO lost to its start (the driver's followup stage).
-FOLLOW_UPS = (("grpo-token-mean", "GRPO, token-mean aggregation (follow-up)"),)
-# Seed 2 of the comparison is its float32 re-run (docs/results.md, the fifth amendment); GRPO's
-# bfloat16 seed-2 run pairs only with the follow-up, which ran in bfloat16.
-OUTSIDE_COMPARISON = {"grpo": ("s2",)}
+Named = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The runs one comparison's driver writes, and which of them are compared."""
+
+    prompting: Named  # the start's prompting baselines; the first is the plain start, the second with notes
+    arms: Named
+    comparisons: tuple[tuple[str, str], ...]  # (arm, baseline arm)
+    starts: tuple[tuple[str, str], ...]  # (arm, the prompting run of the start it is compared with)
+    schedules: Named = ()  # compared with the arm `sg-gr`
+    follow_ups: Named = ()  # compared with `grpo` on all their runs
+    # Runs of an arm left out of its comparisons (their labels, e.g. "s2").
+    outside_comparison: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+LAYOUTS = {
+    "comparison": Layout(
+        prompting=(("react", "ReAct"), ("react-sg", "ReAct+SG"), ("reflexion", "Reflexion (3 attempts)"),
+                   ("reflact", "ReFlAct")),
+        arms=(("grpo", "GRPO"), ("sg", "GRPO+SG (λ ≡ 0)"), ("sg-gr", "GRPO+SG+GR (paper λ: 0.4/0.5/0.7/0.8)")),
+        comparisons=(("sg", "grpo"), ("sg-gr", "grpo"), ("sg-gr", "sg")),
+        starts=(("grpo", "react"), ("sg", "react-sg"), ("sg-gr", "react-sg"), ("grpo-token-mean", "react")),
+        schedules=(("sg-gr-immediate", "full λ from the start"), ("sg-gr-early", "early entry (0.1/0.2/0.7/0.8)"),
+                   ("sg-gr-no-anneal", "no annealing (0.4/0.5/1/1)")),
+        # Outside the comparison: the test of why GRPO lost to its start (the driver's followup stage).
+        follow_ups=(("grpo-token-mean", "GRPO, token-mean aggregation (follow-up)"),),
+        # Seed 2 of the comparison is its float32 re-run (docs/results.md, the fifth amendment); GRPO's
+        # bfloat16 seed-2 run pairs only with the follow-up, which ran in bfloat16.
+        outside_comparison=(("grpo", ("s2",)),)),
+    "informed": Layout(
+        prompting=(("start", "ReAct"), ("start-sg", "ReAct+SG"),
+                   ("reflexion", "Reflexion (3 attempts)"), ("reflact", "ReFlAct")),
+        arms=(("grpo", "GRPO"), ("grpo-sg", "GRPO+SG (λ ≡ 0)"), ("grpo-sg-gr", "GRPO+SG+GR (paper λ: 0.4/0.5/0.7/0.8)")),
+        comparisons=(("grpo-sg", "grpo"), ("grpo-sg-gr", "grpo"), ("grpo-sg-gr", "grpo-sg")),
+        starts=(("grpo", "start"), ("grpo-sg", "start-sg"), ("grpo-sg-gr", "start-sg"))),
+}
 
 
 def agreement(trajectories) -> str:
@@ -56,11 +91,11 @@ def agreement(trajectories) -> str:
     return f"{agreed / compared:.3f} ({compared})" if compared else "–"
 
 
-def prompting_table(out: Path) -> list[str]:
+def prompting_table(out: Path, prompting: Named) -> list[str]:
     lines = ["| prompting (the start, greedy) | tasks | success | success by attempt | mean steps | invalid | "
              "label agreement with the oracle (turns) | note parse failures | failures: fell / out of steps |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for name, title in PROMPTING:
+    for name, title in prompting:
         summary_path = out / name / "summary.json"
         if not summary_path.exists() or json.loads(summary_path.read_text()).get("interrupted"):
             lines.append(f"| {title} | missing | | | | | | | |")
@@ -129,27 +164,31 @@ COLUMNS = (("env steps (train)", env_steps),
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
-    out = parser.parse_args().out
-    names = dict(ARMS + SCHEDULES + FOLLOW_UPS)
-    lines = prompting_table(out) + [""]
-    arm_lines, outcomes = arm_table(out, ARMS + SCHEDULES + FOLLOW_UPS, COLUMNS, OUTSIDE_COMPARISON)
-    compared = {name: without_runs(runs, OUTSIDE_COMPARISON.get(name, ())) for name, runs in outcomes.items()}
+    parser.add_argument("--layout", choices=sorted(LAYOUTS), default="comparison",
+                        help="which comparison's runs OUT holds (default: issue 12's)")
+    args = parser.parse_args()
+    out, layout = args.out, LAYOUTS[args.layout]
+    names = dict(layout.arms + layout.schedules + layout.follow_ups)
+    outside = dict(layout.outside_comparison)
+    lines = prompting_table(out, layout.prompting) + [""]
+    arm_lines, outcomes = arm_table(out, layout.arms + layout.schedules + layout.follow_ups, COLUMNS, outside)
+    compared = {name: without_runs(runs, outside.get(name, ())) for name, runs in outcomes.items()}
     lines += arm_lines + [""] + difference_header()
     # The prompting baselines are one greedy run each: their pairs are the test tasks.
-    prompted = {name: evaluation_outcomes(out / name, labels=("s0",)) or {} for name, _ in PROMPTING}
-    for name, title in PROMPTING[1:]:
-        lines.append(difference_line(f"{title} − ReAct", prompted[name], prompted["react"]))
-    for better, base in COMPARISONS + tuple((name, "sg-gr") for name, _ in SCHEDULES):
+    plain = layout.prompting[0][0]
+    prompted = {name: evaluation_outcomes(out / name, labels=("s0",)) or {} for name, _ in layout.prompting}
+    for name, title in layout.prompting[1:]:
+        lines.append(difference_line(f"{title} − {layout.prompting[0][1]}", prompted[name], prompted[plain]))
+    for better, base in layout.comparisons + tuple((name, "sg-gr") for name, _ in layout.schedules):
         lines.append(difference_line(f"{names[better]} − {names[base]}", compared[better], compared[base]))
-    for better, base in tuple((name, "grpo") for name, _ in FOLLOW_UPS):
-        lines.append(difference_line(f"{names[better]} − {names[base]}", outcomes[better], outcomes[base]))
+    for name, _ in layout.follow_ups:
+        lines.append(difference_line(f"{names[name]} − {names['grpo']}", outcomes[name], outcomes["grpo"]))
     # What training did to the start: each arm against the start with the same prompting (the
     # start is greedy and untrained, so every run of an arm pairs with its one evaluation).
     labels = sorted({label for arm in outcomes.values() for label, _ in arm})
-    started = {name: evaluation_outcomes(out / name, labels) or {} for name in ("react", "react-sg")}
-    for arm, start in ((("grpo", "react"), ("sg", "react-sg"), ("sg-gr", "react-sg"))
-                       + tuple((name, "react") for name, _ in FOLLOW_UPS)):
-        lines.append(difference_line(f"{names[arm]} − the start ({dict(PROMPTING)[start]})", compared[arm],
+    started = {name: evaluation_outcomes(out / name, labels) or {} for name in {start for _, start in layout.starts}}
+    for arm, start in layout.starts:
+        lines.append(difference_line(f"{names[arm]} − the start ({dict(layout.prompting)[start]})", compared[arm],
                                      started[start]))
     print("\n".join(lines))
 

@@ -187,6 +187,22 @@ def test_selfguide_table_reads_arms_and_their_metrics(tmp_path):
     assert "| GRPO − the start (ReAct) | +0.000 [" in text  # not confused with the follow-up's runs
 
 
+def test_selfguide_table_reads_issue_49s_runs_with_the_informed_layout(tmp_path):
+    write_run(tmp_path / "start", "eval", [1, 0, 0, 1])
+    write_run(tmp_path / "start-sg", "eval", [1, 1, 0, 0])
+    write_run(tmp_path / "grpo-s0", "eval-test-final", [1, 1, 0, 1])
+    write_run(tmp_path / "grpo-sg-s0", "eval-test-final", [1, 1, 1, 1])
+    text = table("selfguide_table", tmp_path, "--layout", "informed")
+    assert "| ReAct | 4 | 0.500 |" in text and "| ReFlAct | missing |" in text
+    assert "| ReAct+SG − ReAct | +0.000 [" in text
+    # GRPO pairs with the plain start, the Self-Guide arms with the start that writes notes.
+    assert "| GRPO − the start (ReAct) | +0.250 [" in text
+    assert "| GRPO+SG (λ ≡ 0) − the start (ReAct+SG) | +0.500 [" in text
+    assert "| GRPO+SG (λ ≡ 0) − GRPO | +0.250 [" in text
+    assert "| GRPO+SG+GR (paper λ: 0.4/0.5/0.7/0.8) − GRPO+SG (λ ≡ 0) | not yet" in text
+    assert "follow-up" not in text and "full λ from the start" not in text
+
+
 def test_echo_table_compares_echo_with_grpo_and_its_ablations(tmp_path):
     rows = [{"step": u, "rollout/env_steps": 40 * u, "echo/gain_mean": gain, "echo/improvement_rate": rate}
             for u, gain, rate in ((1, 0.1, 0.2), (2, 0.3, 0.4))]

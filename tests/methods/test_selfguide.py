@@ -14,7 +14,7 @@ import pytest
 from hindsight.agent.selfguide import SelfAssessor
 from hindsight.algos.selfguide import Label
 from hindsight.configs import ConfigError, from_mapping
-from hindsight.logs import read_trajectories
+from hindsight.logs import RunDir, read_trajectories
 from hindsight.methods.grpo import GRPOConfig, train_grpo
 from hindsight.methods.sft import SFTConfig, train_sft
 from hindsight.types import Completion
@@ -109,6 +109,26 @@ def test_sft_teaches_the_assessment_format_from_the_oracle(tiny_model_dir, tmp_p
     assert (judged["data/demonstrations"], judged["data/sequences"]) == (0, sum(t.num_steps for t in demos))
     with pytest.raises(ValueError, match="assessment_only needs"):
         SFTConfig(self_guide=True, assessment_only=True)
+
+
+def test_sft_can_rehearse_only_the_valid_moves_of_its_demos(tiny_model_dir, tmp_path):
+    settings = dict(model=f"hf:{tiny_model_dir}", env_kwargs={"size": 3}, epochs=1, batch_size=4,
+                    micro_batch_size=4, warmup_steps=0, eval_episodes=0, self_guide=True)
+    oracle = train_sft(SFTConfig(**settings, demo_episodes=3), tmp_path / "oracle")
+    demos = list(read_trajectories(oracle / "trajectories" / "demos.jsonl"))
+    # The same successes with each one's first move refused, as a policy's own attempt on
+    # `holes: blocking` would have it.
+    with RunDir(tmp_path / "own").trajectory_writer("attempts", env="frozenlake", split="train") as writer:
+        for t in demos:
+            writer.write_trajectory(replace(t, steps=(replace(t.steps[0], valid=False), *t.steps[1:])))
+    moves = sum(t.num_steps for t in demos)
+    for valid_only, rehearsed in ((False, moves), (True, moves - len(demos))):
+        run = train_sft(SFTConfig(**settings, demos=str(tmp_path / "own"), valid_moves_only=valid_only),
+                        tmp_path / f"valid-only-{valid_only}")
+        data = read_metrics(run)[0]
+        # Every turn's assessment is taught; the refused moves are not, with valid_moves_only.
+        assert data["data/sequences"] == moves + rehearsed
+        assert data["data/moves_not_rehearsed"] == moves - rehearsed
 
 
 def test_sft_can_continue_a_trained_policy(tiny_model_dir, tmp_path):

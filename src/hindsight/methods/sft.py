@@ -59,6 +59,9 @@ class SFTConfig(SupervisedBasics):
     demo_samples: int = option(1, "attempts per task when a policy collects demos (RFT samples several, keeps successes)")
     demo_temperature: float = option(0.0, "sampling temperature of a policy collecting demos (0 is greedy)")
     action_only: bool = option(True, "train on `<action>X</action>` responses, dropping the demo's analysis text")
+    valid_moves_only: bool = option(False, "rehearse only the demos' valid moves: a refused or unreadable move inside "
+                                           "a successful attempt (a policy's own, e.g. with holes: blocking) is not "
+                                           "taught; its turn's self-assessment still is")
     init_from: str = option("", "continue an existing policy instead of a fresh adapter (e.g. teach a trained policy "
                                 "to write self-assessments): any source GRPO's init_from takes")
     eval_episodes: int = option(50, "tasks of the evaluation split after training (0 skips it)")
@@ -154,6 +157,11 @@ def advice_demonstrations(config: SFTConfig) -> Collection:
     return Collection.of_attempts(engine.iter_run(tasks))
 
 
+def taught_turns(trajectory: Trajectory, valid_only: bool) -> list[int]:
+    """The turns of a demonstration whose moves are rehearsed: all, or those the environment accepted."""
+    return [step.index for step in trajectory.steps if step.valid or not valid_only]
+
+
 def _action_only(step: Step) -> Step:
     action = parse_response(step.raw).action
     return replace(step, raw=f"<action>{action}</action>", token_ids=None, finish_reason="stop")
@@ -227,8 +235,11 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
         load_latest(model, config.init_from)  # a resumed run's checkpoint replaces it afterwards
     tokenizer = model.backend.tokenizer
     rollout = config.rollout_config(SamplingParams(), "train")
-    sequences: list[TrainingSequence] = [s for t in demos for s in turn_sequences(t, tokenizer, rollout.prompt_builder())]
-    data = {"data/demonstrations": len(demos), "data/advice_demonstrations": sum(bool(t.guidance) for t in demos)}
+    rehearsed = [(t, taught_turns(t, config.valid_moves_only)) for t in demos]
+    sequences: list[TrainingSequence] = [s for t, turns in rehearsed
+                                         for s in turn_sequences(t, tokenizer, rollout.prompt_builder(), turns)]
+    data = {"data/demonstrations": len(demos), "data/advice_demonstrations": sum(bool(t.guidance) for t in demos),
+            "data/moves_not_rehearsed": sum(t.num_steps - len(turns) for t, turns in rehearsed)}
     if collection.episodes:
         data.update({"rollout/episodes": collection.episodes, "rollout/env_steps": collection.env_steps})
     evaluate = None
