@@ -62,8 +62,15 @@ attempts_dtype=$([ -n "${ATTEMPTS:-}" ] || echo "$hf")
 needs() {  # needs DIR...: stop unless each earlier step finished (a spawned job's failure is only in its log)
   local dir
   for dir in "$@"; do
-    if [ ! -f "$dir/summary.json" ] || grep -q '"interrupted": true' "$dir/summary.json"; then echo "not finished: $dir (see $dir.log); run its stage first" >&2; exit 1; fi
+    if [ ! -f "$dir/summary.json" ] || grep -q '"interrupted": true' "$dir/summary.json"; then
+      echo "not finished: $dir (see $dir.log); run its stage first" >&2
+      exit 1
+    fi
   done
+}
+
+needs_start() {  # the stages after `start` need only its exported adapter (all a GPU machine gets)
+  if [ ! -f "$start/adapter_config.json" ]; then echo "missing: $start; run the start stage first" >&2; exit 1; fi
 }
 
 . benchmarks/lib.sh  # train, evaluate, spawn, arm
@@ -116,7 +123,7 @@ if not passed:
 EOF
     ;;
   prompting)
-    needs "$out/assessor"
+    needs_start
     spawn start "evaluate '$out/start' --model '$model+$start' --episodes $tasks --temperature 0 $hf"
     spawn start-sg "evaluate '$out/start-sg' --model '$model+$start' --episodes $tasks --temperature 0 ${notes[*]} $hf"
     spawn reflexion "evaluate '$out/reflexion' --model '$model+$start' --episodes $tasks --temperature 0 \
@@ -126,7 +133,7 @@ EOF
     wait
     ;;
   arms)
-    needs "$out/assessor"
+    needs_start
     for seed in 0 1 2; do
       arm grpo "$seed" grpo "$recipe" "${switches[@]}" "${extra[@]}" --set self_guide=false
       arm grpo-sg "$seed" grpo "$recipe" "${switches[@]}" "${extra[@]}"
