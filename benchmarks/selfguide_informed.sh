@@ -103,24 +103,7 @@ for stage in $stages; do
       --temperature 0 ${notes[*]} $hf"
     wait
     needs "$out/check-plain" "$out/check-notes"
-    python - "$out" <<'EOF'
-import json, sys
-from pathlib import Path
-
-out = Path(sys.argv[1])
-gate = json.loads((out / "assessor" / "summary.json").read_text())
-passed = bool(gate.get("passes_gate"))
-print(f"the gate: {'passed' if passed else 'FAILED'} (agreement {gate['agreement']:.3f} against always-positive "
-      f"{gate['always_positive']:.3f}, negative recall {gate['negative_recall']:.3f})")
-for name in ("check-plain", "check-notes"):
-    summary = json.loads((out / name / "summary.json").read_text())
-    inside = 0.25 <= summary["success_rate"] <= 0.60
-    passed = passed and inside
-    print(f"{name}: success {summary['success_rate']:.3f} on {summary['episodes']} validation tasks "
-          f"({'inside' if inside else 'OUTSIDE'} the 25-60% band), invalid moves {summary['invalid_rate']:.3f}")
-if not passed:
-    sys.exit("the start fails the design's checks: no arm should run from it (run later stages by name to override)")
-EOF
+    python benchmarks/selfguide_checks.py "$out"
     ;;
   prompting)
     needs_start
