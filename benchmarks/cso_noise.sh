@@ -15,6 +15,9 @@
 #            (step-dpo-noisy, cso-noisy), seeds 0 1 2
 #   learned  Step-DPO and CSO with the learned PRM (step-dpo-learned, cso-learned), seeds 0 1 2
 #   table    test success per arm and the paired differences (benchmarks/cso_table.py)
+# PRM_SET adds switches to the prm stage (the attempt chosen in docs/results.md, e.g. PRM_SET="--set
+# moves=all --set quote=true"); the learned arms ask the PRM the prompt its run was taught
+# (`quoted:adapter:` after `quote: true`).
 # Jobs run side by side, one core each (CORES, ONLY: benchmarks/lib.sh). About an hour a run on
 # one core. `python benchmarks/keep.py OUT_DIR results/cso-noise --commit SHA` keeps each finished
 # run's outcome table in the repository (results/README.md).
@@ -39,7 +42,8 @@ for stage in $stages; do
     wait
     ;;
   prm)
-    foreground "train prm-sft '$out/prm-sft' --config recipes/prm-sft-frozenlake.yaml --set policy_from='$start'"
+    foreground "train prm-sft '$out/prm-sft' --config recipes/prm-sft-frozenlake.yaml --set policy_from='$start' \
+      ${PRM_SET:-}"
     export_adapter "$out/prm-sft" "$out/prm-adapter" prm
     ;;
   noisy)
@@ -51,9 +55,10 @@ for stage in $stages; do
     ;;
   learned)
     if [ ! -f "$out/prm-adapter/adapter_config.json" ]; then echo "run the prm stage first" >&2; exit 2; fi
+    quoted=$(python -c "import yaml; print('quoted:' if yaml.safe_load(open('$out/prm-sft/config.yaml')).get('quote') else '')")
     for seed in 0 1 2; do
-      arm step-dpo-learned "$seed" cso "$recipe" --set method=step-dpo --set "prm=adapter:$out/prm-adapter"
-      arm cso-learned "$seed" cso "$recipe" --set "prm=adapter:$out/prm-adapter"
+      arm step-dpo-learned "$seed" cso "$recipe" --set method=step-dpo --set "prm=${quoted}adapter:$out/prm-adapter"
+      arm cso-learned "$seed" cso "$recipe" --set "prm=${quoted}adapter:$out/prm-adapter"
     done
     wait
     ;;

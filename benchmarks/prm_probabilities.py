@@ -53,7 +53,7 @@ def main() -> None:
     model.model.eval()
     tokenizer = model.backend.tokenizer
     one = tokenizer.encode("1", add_special_tokens=False)[0]
-    judge = JudgePRM(None)
+    judge = JudgePRM(None, quote=config.quote)  # the prompt the run taught
     by_score: dict[float, list[float]] = {}
     device = next(model.model.parameters()).device
     for trajectory in read_trajectories(log):

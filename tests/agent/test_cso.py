@@ -157,6 +157,33 @@ def test_the_judge_falls_back_to_its_stated_value_and_counts_failures():
         JudgePRM(RecordingBackend(lambda r: ""), fallback=2.0)
 
 
+def test_a_quoted_judge_quotes_the_lines_that_name_the_move():
+    from hindsight.agent.prm import action_lines, build_prm, parse_prm
+
+    observation = ("You are at row 2, column 4. The goal is 3 columns left.\nUp: a hole.\nDown: safe ice.\n"
+                   "Left: safe ice.\nRight: the edge (you stay).")
+    assert action_lines(observation, "up") == ["Up: a hole."]
+    assert action_lines(observation, "left") == ["You are at row 2, column 4. The goal is 3 columns left.",
+                                                 "Left: safe ice."]
+    assert action_lines(observation, "jump") == []
+    assert action_lines("b1 is on b2.\nYour hand is empty.", "unstack b1 b2") == ["b1 is on b2."]
+    trajectory = failures_of("up")[0]
+    query = StepQuery(trajectory, 0, "down")
+    plain = JudgePRM(RecordingBackend(lambda r: "")).prompt(query)[-1].content
+    quoted = JudgePRM(RecordingBackend(lambda r: ""), quote=True).prompt(query)[-1].content
+    lines = action_lines(trajectory.steps[0].observation, "down")
+    assert "What the current situation says" not in plain
+    assert ("Proposed next move: down\nWhat the current situation says about it:\n"
+            + ("\n".join(lines) or "(nothing)")) in quoted
+    # quoted: composes with noise, and the oracle reads no prompt to quote into.
+    spec = parse_prm("noisy:0.4:quoted:random:3")
+    assert (spec.noise, spec.quote, spec.role.kind) == (0.4, True, "backend") and not parse_prm("random:3").quote
+    prm = build_prm("quoted:random:3")
+    assert isinstance(prm, JudgePRM) and prm.quote and prm.name == "quoted:judge"
+    with pytest.raises(ValueError, match="reads no prompt"):
+        parse_prm("quoted:oracle")
+
+
 def test_scored_steps_keep_what_the_prm_answered():
     # A judge that copies the prompt for the policy's move ("up") and rates every other move.
     def answer(request):

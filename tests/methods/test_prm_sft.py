@@ -141,7 +141,7 @@ def test_prm_probabilities_reads_the_first_answer_token_of_every_held_out_move(t
     held_out = random_attempts(3, "validation")
     config = PRMSFTConfig(model=f"hf:{tiny_lora_model_dir}", env_kwargs=LAKE, attempts=write(tmp_path / "a.jsonl",
                           random_attempts(6)), eval_attempts=write(tmp_path / "h.jsonl", held_out), epochs=1,
-                          batch_size=4, micro_batch_size=4, eval_episodes=2, max_new_tokens=4)
+                          batch_size=4, micro_batch_size=4, eval_episodes=2, max_new_tokens=4, quote=True)
     run = train_prm_sft(config, tmp_path / "prm-sft")
     capsys.readouterr()
     monkeypatch.setattr(sys, "argv", ["prm_probabilities.py", str(run), "--json"])

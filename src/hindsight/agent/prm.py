@@ -11,7 +11,10 @@ expert alternative at the same state. Two PRMs:
 * `NoisyPRM` (`noisy:EPS:PRM`) wraps either: with probability EPS a score is replaced by an
   independent uniform draw, the clean one kept beside it. The draw is seeded by the query
   (trajectory, step, action), so two methods rating the same steps see the same noise.
-* `JudgePRM`: any model role answers a rubric prompt with a score. The answer is parsed
+* `JudgePRM`: any model role answers a rubric prompt with a score. With `quoted:` in front
+  of its value (`quoted:adapter:RUN`) the prompt also quotes, under the proposed move, the
+  lines of the current observation that name a word of it ("Up: a hole." under "up"), so a
+  small judge reads what the state says about the move in one place. The answer is parsed
   tolerantly (`0.8`, `Score: 80%`, `7/10`, `score = .35`), but a stray number inside other
   text is not taken for a score (`parse_score`); when no score can be read the
   PRM returns its stated `fallback` and counts the failure, so a bad answer is visible and
@@ -131,6 +134,20 @@ JUDGE_REQUEST = (
     "Answer with one line: Score: <a number from 0 to 1>"
 )
 
+_WORD = re.compile(r"\w+")
+
+
+def action_lines(observation: str, action: str) -> list[str]:
+    """The lines of `observation` that name a word of `action`, whole words in any case, in order.
+
+    FrozenLake's local view gives "Up: a hole." for `up` (and the goal line when it names the
+    direction); BlocksWorld gives every line about the blocks `stack b1 b2` names.
+    """
+    words = {word.lower() for word in _WORD.findall(action)}
+    return [line.strip() for line in observation.splitlines()
+            if words & {word.lower() for word in _WORD.findall(line)}]
+
+
 _SCORE = re.compile(r"score\s*[:=\-]?\s*\**\s*(\d+(?:\.\d+)?|\.\d+)\s*(%|/\s*10\b|/\s*100\b)?", re.IGNORECASE)
 _SCALED = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?|\.\d+)\s*(%|/\s*10\b|/\s*100\b)")
 _LEADING = re.compile(r"[\s*\"'`]*(\d+(?:\.\d+)?|\.\d+)(?![\d/%])")
@@ -171,6 +188,7 @@ class JudgePRM:
     temperature: float = 0.0
     name: str = "judge"
     failures: int = 0
+    quote: bool = False  # quote the observation's lines about the move under it (`action_lines`)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.fallback <= 1.0:
@@ -179,9 +197,13 @@ class JudgePRM:
     def prompt(self, query: StepQuery) -> Conversation:
         trajectory, at = query.trajectory, query.at
         observation = trajectory.steps[at].observation if at < trajectory.num_steps else trajectory.final_observation
+        action = query.action
+        if self.quote:
+            lines = action_lines(observation, action)
+            action += "\nWhat the current situation says about it:\n" + ("\n".join(lines) if lines else "(nothing)")
         request = (JUDGE_REQUEST.replace("{instruction}", trajectory.instruction.strip())
                    .replace("{steps}", render_steps(trajectory.steps[:at], full_last=0))
-                   .replace("{observation}", observation.strip()).replace("{action}", query.action))
+                   .replace("{observation}", observation.strip()).replace("{action}", action))
         return (ChatMessage("system", JUDGE_SYSTEM), ChatMessage("user", request))
 
     def score(self, queries: Sequence[StepQuery]) -> list[PRMScore]:
@@ -243,31 +265,41 @@ class NoisyPRM:
 
 
 NOISY = "noisy:"
+QUOTED = "quoted:"
 
 
 @dataclass(frozen=True)
 class PRMSpec:
-    """A parsed `prm` value: the role that rates, and the noise put over its scores (0: none)."""
+    """A parsed `prm` value: the role that rates, the noise put over its scores (0: none), and
+    whether a judge's prompt quotes the observation's lines about the move."""
 
     role: RoleSpec
     noise: float = 0.0
+    quote: bool = False
 
 
 def parse_prm(value: str, allowed: Sequence[str] = ("oracle", "backend")) -> PRMSpec:
-    """`ROLE` or `noisy:EPS:ROLE` (e.g. `noisy:0.4:oracle`); ValueError says what is wrong."""
-    text = value.strip()
-    if not text.startswith(NOISY):
-        return PRMSpec(parse_role("prm", text, allowed))
-    eps, sep, inner = text[len(NOISY):].partition(":")
-    try:
-        noise = float(eps)
-    except ValueError:
-        noise = math.nan
-    if not sep or not inner.strip() or not 0.0 <= noise <= 1.0:
-        raise ValueError(f"prm: {value!r} is not noisy:EPS:PRM with EPS in [0, 1], e.g. noisy:0.4:oracle")
-    if inner.strip().startswith(NOISY):
-        raise ValueError(f"prm: {value!r} puts noise over noise; write one noisy: with the total rate")
-    return PRMSpec(parse_role("prm", inner, allowed), noise)
+    """`[noisy:EPS:][quoted:]ROLE` (e.g. `noisy:0.4:oracle`, `quoted:adapter:runs/prm`); ValueError
+    says what is wrong."""
+    text, noise = value.strip(), 0.0
+    if text.startswith(NOISY):
+        eps, sep, inner = text[len(NOISY):].partition(":")
+        try:
+            noise = float(eps)
+        except ValueError:
+            noise = math.nan
+        if not sep or not inner.strip() or not 0.0 <= noise <= 1.0:
+            raise ValueError(f"prm: {value!r} is not noisy:EPS:PRM with EPS in [0, 1], e.g. noisy:0.4:oracle")
+        if inner.strip().startswith(NOISY):
+            raise ValueError(f"prm: {value!r} puts noise over noise; write one noisy: with the total rate")
+        text = inner.strip()
+    quote = text.startswith(QUOTED)
+    if quote:
+        text = text[len(QUOTED):].strip()
+    role = parse_role("prm", text, allowed)
+    if quote and role.kind == "oracle":
+        raise ValueError(f"prm: {value!r} quotes lines to the oracle, which reads no prompt; quoted: is for a judge")
+    return PRMSpec(role, noise, quote)
 
 
 #: The PRMs, by name. An entry takes the backend of the `prm` role (None for a PRM that needs
@@ -295,10 +327,13 @@ def prm_name(role: RoleSpec) -> str:
 def build_prm(value: str, model: object | None = None, *, fallback: float = 0.5,
               allowed: Sequence[str] = ("oracle", "backend"), seed: int = 0) -> ProcessRewardModel:
     """The PRM a `prm` value names (`allowed` role kinds only, `noisy:EPS:` in front for noise drawn
-    from `seed`); `model` plays policy and adapter roles."""
+    from `seed`, `quoted:` before a judge's role for its quoting prompt); `model` plays policy
+    and adapter roles."""
     spec = parse_prm(value, allowed)
     backend = None if spec.role.kind == "oracle" else resolve(spec.role, model)
     prm = PRMS.get(prm_name(spec.role))(backend, fallback)
+    if spec.quote:
+        prm = replace(prm, quote=True, name="quoted:judge")
     return NoisyPRM(prm, spec.noise, seed) if spec.noise > 0 else prm
 
 

@@ -60,6 +60,8 @@ class PRMSFTConfig(SupervisedBasics):
                                "at every state the policy met, its own included: the PRM then sees moves contrasted "
                                "at one state, as CSO asks it to rate alternatives)")
     balance: bool = option(True, "cap the most common oracle score at the count of the next most common one")
+    quote: bool = option(False, "the judge's prompt quotes, under the proposed move, the observation's lines that "
+                                "name it (read it in CSO as prm: quoted:adapter:RUN)")
     eval_episodes: int = option(32, "validation tasks whose attempts' moves are scored after training (0 skips it)")
     eval_attempts: str = option("", "score the moves of these logged held-out trajectories in the evaluation instead "
                                     "of fresh validation attempts (a run directory or .jsonl file)")
@@ -175,7 +177,7 @@ def prm_evaluator(config: PRMSFTConfig, run: TrainingRun, model: TrainableModel,
         moves = oracle_moves(held_out, config.moves)
         if not moves:
             return {}, {"moves": 0}
-        judge = JudgePRM(RoleBackend(model, "prm"), fallback=0.5)
+        judge = JudgePRM(RoleBackend(model, "prm"), fallback=0.5, quote=config.quote)
         answers = judge.score([move.query for move in moves])
         learned = [None if answer.error else answer.value for answer in answers]
         result = agreement(learned, [move.score for move in moves], majority)
@@ -215,8 +217,9 @@ def train_prm_sft(config: PRMSFTConfig, out: str | Path, *, resume: bool = False
     kept = balance_scores(moves) if config.balance else moves
     counts = Counter(move.score for move in kept)
     majority = Counter(move.score for move in moves).most_common(1)[0][0]
-    # The judge's own prompt, so CSO's `prm: adapter:RUN` asks exactly what was taught.
-    prompts = JudgePRM(RoleBackend(model, "prm"))
+    # The judge's own prompt, so CSO's `prm: adapter:RUN` (`quoted:adapter:RUN` with `quote`)
+    # asks exactly what was taught.
+    prompts = JudgePRM(RoleBackend(model, "prm"), quote=config.quote)
     sequences = [
         reply_sequence(tokenizer, prompts.prompt(move.query), reply_ids(tokenizer, score_text(move.score), None, "stop"),
                        f"{move.query.trajectory.id}#{move.query.at}")
