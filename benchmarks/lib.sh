@@ -12,10 +12,14 @@ train() {  # train METHOD DIR ARGS...: a new run, or the unfinished one continue
   if [ -f "$dir/config.yaml" ]; then hindsight train "$method" --resume "$dir"; else hindsight train "$method" "$@" --out "$dir"; fi
 }
 
+finished() {  # finished DIR: the run or evaluation in DIR ended, not interrupted
+  [ -f "$1/summary.json" ] && ! grep -q '"interrupted": true' "$1/summary.json"
+}
+
 evaluate() {  # evaluate DIR ARGS...: skipped when finished; an interrupted one continues
   local dir=$1
   shift
-  if [ -f "$dir/summary.json" ] && ! grep -q '"interrupted": true' "$dir/summary.json"; then echo "done: $dir"; return; fi
+  if finished "$dir"; then echo "done: $dir"; return; fi
   if [ -f "$dir/trajectories/eval.jsonl" ]; then hindsight eval --resume "$dir" --json; return; fi
   rm -rf "$dir"
   hindsight eval "${lake[@]}" "$@" --out "$dir" --json
@@ -37,7 +41,7 @@ slot_pids=()
 on_cores() {  # on_cores CPUS COMMAND: run COMMAND pinned to CPUS ("0" or "0,1"), one thread per core
   local threads=$(( $(tr -cd , <<<"$1" | wc -c) + 1 ))
   taskset -c "$1" env HINDSIGHT_THREADS="$threads" OMP_NUM_THREADS="$threads" \
-    bash -c "$(declare -f train evaluate); lake=(${lake[*]@Q}); $2"
+    bash -c "$(declare -f finished train evaluate); lake=(${lake[*]@Q}); $2"
 }
 
 spawn() {  # spawn LOG COMMAND...: run in the background in the first free slot, one job per slot at once

@@ -59,11 +59,13 @@ lake=(--env frozenlake --set size=4 --set max_steps=8 --set view=local --set hol
 hf="--dtype $dtype"  # for the evaluations of MODEL; ATTEMPTS may be a policy without weights
 attempts_dtype=$([ -n "${ATTEMPTS:-}" ] || echo "$hf")
 
+. benchmarks/lib.sh  # finished, train, evaluate, spawn, arm
+
 needs() {  # needs DIR...: stop unless each earlier step finished (a spawned job's failure is only in its log)
   local dir
   for dir in "$@"; do
-    if [ ! -f "$dir/summary.json" ] || grep -q '"interrupted": true' "$dir/summary.json"; then
-      echo "not finished: $dir (see $dir.log); run its stage first" >&2
+    if ! finished "$dir"; then
+      echo "not finished: $dir; run its stage first (a job run in the background logs to $dir.log)" >&2
       exit 1
     fi
   done
@@ -72,8 +74,6 @@ needs() {  # needs DIR...: stop unless each earlier step finished (a spawned job
 needs_start() {  # the stages after `start` need only its exported adapter (all a GPU machine gets)
   if [ ! -f "$start/adapter_config.json" ]; then echo "missing: $start; run the start stage first" >&2; exit 1; fi
 }
-
-. benchmarks/lib.sh  # train, evaluate, spawn, arm
 
 start="$out/start-adapter"  # what `arm` starts every run from
 notes=(--self-guide --note-tokens 24)  # the arms' notes: assessment_max_new_tokens in the recipe
