@@ -15,6 +15,11 @@
 #            turn (recipes/critic-sft-frozenlake.yaml), exported to OUT/critic-adapter
 #   check    the design checks on the validation split: the policy start's greedy success on 100
 #            tasks (the headroom: 25-60%) and the critic's match rate with the template critic
+#   time     the design's time check (2.5 hours an arm on one core): one update of GRPO and of
+#            ECHO from the policy start (OUT/time-grpo, OUT/time-echo), then benchmarks/arm_budget.py
+#            projects the recipe's 20 updates, its validation evaluations and the 300-task test from
+#            them and the check's evaluation (OUT/start-validation). It stops
+#            the script when an arm would not fit. Run it with CORES set to one core, as the arms run
 #   arms     GRPO, ECHO, ECHO with a frozen critic and ECHO with the linear gain, seeds 0 1 2, the
 #            same 20 updates of 8 tasks x 4 (recipes/echo-frozenlake.yaml and
 #            recipes/grpo-frozenlake-graded.yaml), each tested greedily on the 300 test tasks
@@ -30,7 +35,7 @@ cd "$(dirname "$0")/.."
 source_adapter=${1:?usage: benchmarks/echo_learning.sh START_ADAPTER [OUT_DIR] [STAGE...]}
 out=${2:-runs/echo-learning}
 shift 2 || shift $#
-stages=${*:-start critic check arms table}
+stages=${*:-start critic check time arms table}
 mkdir -p "$out"
 recipe=recipes/echo-frozenlake.yaml
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
@@ -62,6 +67,16 @@ for stage in $stages; do
   check)
     foreground "evaluate '$out/start-validation' --model '$model+$start' --episodes 100 --split validation --temperature 0"
     python benchmarks/critic_check.py "$out" --label "policy start"
+    ;;
+  time)
+    foreground "train grpo '$out/time-grpo' --config recipes/grpo-frozenlake-graded.yaml --set init_from='$start' \
+      --set updates=1 --set final_eval_split='' --set eval_every=0 ${switches[*]} ${extra[*]}"
+    foreground "train echo '$out/time-echo' --config $recipe --set init_from='$start' --set critic_init_from='$critic' \
+      --set updates=1 --set final_eval_split='' --set eval_every=0 ${switches[*]} ${extra[*]}"
+    read -r updates test_tasks validation_tasks < <(python -c "import yaml; r = yaml.safe_load(open('$recipe'))
+print(r['updates'], r['final_eval_episodes'], (r['updates'] // r['eval_every'] + 1) * r['eval_episodes'] if r['eval_every'] else 0)")
+    python benchmarks/arm_budget.py "$out/time-grpo" "$out/time-echo" --eval "$out/start-validation" \
+      --updates "$updates" --test-tasks "$test_tasks" --validation-tasks "$validation_tasks"
     ;;
   arms)
     for seed in 0 1 2; do

@@ -1,0 +1,108 @@
+"""Does an arm fit its time limit? A projection from one timed update and one timed evaluation.
+
+    python benchmarks/arm_budget.py RUN [RUN ...] --eval EVAL_DIR [--updates 20] [--test-tasks 300]
+        [--validation-tasks 250] [--limit-hours 2.5]
+
+Each RUN is a short training run of the arm's recipe (one update or a few, no final test) on
+the machine and the cores the arms will use. Its seconds per update run from the config written
+when it started to its last update's metrics row, so they include loading the model once; the
+projection is a little above the truth, never below. EVAL_DIR is a finished greedy evaluation of
+the same policy on the same environment (a `hindsight eval` folder), whose wall time per task
+prices the arm's final test and the validation tasks it evaluates while it trains (with
+`eval_every`, at step 0 and every `eval_every` updates). A comparison plan written before its arms (docs/results.md,
+issue 47) checks that every arm fits before any arm runs, and changes the plan, the same for
+every arm, when one does not.
+
+Prints one line per run and exits with status 1 when any run's projection is over the limit,
+so a script stops before it starts arms that cannot finish.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from hindsight.logs import read_metrics
+
+
+@dataclass(frozen=True)
+class Projection:
+    """One arm's projected wall time: its updates at the timed rate plus its evaluations."""
+
+    run: str
+    updates_timed: int
+    seconds_per_update: float
+    test_seconds: float  # the final test and the evaluations during training
+    updates: int
+
+    @property
+    def hours(self) -> float:
+        return (self.updates * self.seconds_per_update + self.test_seconds) / 3600.0
+
+
+def seconds_per_update(run: Path) -> tuple[int, float]:
+    """(updates timed, wall seconds per update) of a short training run."""
+    config = run / "config.yaml"
+    if not config.exists():
+        raise ValueError(f"{run} is not a training run (no config.yaml)")
+    rows = [row for row in read_metrics(run)
+            if int(row.get("step", 0)) >= 1 and "time" in row and any(key.startswith("rollout/") for key in row)]
+    if not rows:
+        raise ValueError(f"{run} has no finished update to time")
+    updates = max(int(row["step"]) for row in rows)
+    elapsed = max(float(row["time"]) for row in rows) - config.stat().st_mtime
+    return updates, elapsed / updates
+
+
+def seconds_per_task(evaluation: Path) -> float:
+    """Wall seconds per task of a finished `hindsight eval` folder."""
+    path = evaluation / "summary.json"
+    if not path.exists():
+        raise ValueError(f"{evaluation} has no summary.json: not a finished evaluation")
+    summary = json.loads(path.read_text())
+    if summary.get("interrupted") or not summary.get("episodes") or not summary.get("wall_s"):
+        raise ValueError(f"{evaluation} is not a finished evaluation with a wall time")
+    return float(summary["wall_s"]) / int(summary["episodes"])
+
+
+def project(run: Path, per_task: float, updates: int, evaluated_tasks: int) -> Projection:
+    """The arm of `run`'s recipe at `updates` updates, evaluating `evaluated_tasks` tasks in all."""
+    timed, per_update = seconds_per_update(run)
+    return Projection(run.name, timed, per_update, per_task * evaluated_tasks, updates)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", type=Path, nargs="+", help="short training runs of the arms' recipes")
+    parser.add_argument("--eval", type=Path, required=True, help="a finished greedy evaluation of the start")
+    parser.add_argument("--updates", type=int, default=20, help="updates of a full arm")
+    parser.add_argument("--test-tasks", type=int, default=300, help="tasks of an arm's final test")
+    parser.add_argument("--validation-tasks", type=int, default=0,
+                        help="tasks an arm evaluates while it trains (eval_episodes x evaluations)")
+    parser.add_argument("--limit-hours", type=float, default=2.5, help="the most one arm may take")
+    args = parser.parse_args()
+    if args.updates < 1 or args.test_tasks < 0 or args.validation_tasks < 0 or args.limit_hours <= 0:
+        parser.error("--updates must be at least 1, --test-tasks and --validation-tasks at least 0, "
+                     "and --limit-hours above 0")
+    try:
+        per_task = seconds_per_task(args.eval)
+        evaluated = args.test_tasks + args.validation_tasks
+        projections = [project(run, per_task, args.updates, evaluated) for run in args.runs]
+    except ValueError as error:
+        parser.error(str(error))
+    over = False
+    for p in projections:
+        fits = p.hours <= args.limit_hours
+        over |= not fits
+        print(f"{p.run}: {p.seconds_per_update:.0f} s an update (timed over {p.updates_timed}), "
+              f"{p.updates} updates and {args.test_tasks} + {args.validation_tasks} evaluated tasks "
+              f"({p.test_seconds:.0f} s) = "
+              f"{p.hours:.2f} h: {'fits' if fits else 'over'} the {args.limit_hours:g} h limit")
+    sys.exit(1 if over else 0)
+
+
+if __name__ == "__main__":
+    main()

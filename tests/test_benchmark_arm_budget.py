@@ -1,0 +1,75 @@
+"""benchmarks/arm_budget.py: the time check a comparison runs before its arms."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import arm_budget  # noqa: E402
+
+
+def timed_run(folder: Path, seconds: list[float]) -> Path:
+    """A run whose updates ended `seconds` after its config was written (a step-0 row first)."""
+    folder.mkdir()
+    (folder / "config.yaml").write_text("env: frozenlake\n")
+    started = (folder / "config.yaml").stat().st_mtime
+    rows = [{"step": 0, "time": started + 1.0, "rollout/episodes": 4}]  # as SFT's data row: not an update
+    rows += [{"step": u, "time": started + s, "rollout/success_rate": 0.5} for u, s in enumerate(seconds, 1)]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return folder
+
+
+def evaluation(folder: Path, wall_s: float, episodes: int, interrupted: bool = False) -> Path:
+    folder.mkdir()
+    (folder / "summary.json").write_text(json.dumps({"wall_s": wall_s, "episodes": episodes,
+                                                     "interrupted": interrupted}))
+    return folder
+
+
+def test_the_projection_is_updates_at_the_timed_rate_plus_the_test(tmp_path):
+    run = timed_run(tmp_path / "time-echo", [400.0, 800.0])
+    p = arm_budget.project(run, per_task=2.0, updates=20, evaluated_tasks=300)
+    assert (p.updates_timed, p.test_seconds) == (2, 600.0)
+    assert p.seconds_per_update == pytest.approx(400.0, abs=1e-6)
+    assert p.hours == pytest.approx((20 * 400.0 + 600.0) / 3600.0, rel=1e-9)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "arm_budget.py"), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_script_says_which_arm_is_over_and_fails(tmp_path):
+    grpo = timed_run(tmp_path / "time-grpo", [300.0])
+    echo = timed_run(tmp_path / "time-echo", [600.0])
+    start = evaluation(tmp_path / "start-validation", wall_s=100.0, episodes=100)
+    # 20 updates of 300 s and 550 tasks at 1 s fit in 2.5 h; 20 of 600 s do not
+    result = cli(str(grpo), str(echo), "--eval", str(start), "--validation-tasks", "250", "--limit-hours", "2.5")
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("time-grpo: 300 s an update") and lines[0].endswith("fits the 2.5 h limit")
+    assert lines[1].startswith("time-echo: 600 s an update") and lines[1].endswith("over the 2.5 h limit")
+    assert "300 + 250 evaluated tasks (550 s)" in lines[0]
+    assert cli(str(grpo), "--eval", str(start)).returncode == 0
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: d, "not a training run"),
+    (lambda d: timed_run(d / "r", []), "no finished update"),
+])
+def test_a_run_without_timing_is_a_clear_error(tmp_path, make, message):
+    start = evaluation(tmp_path / "start", wall_s=10.0, episodes=10)
+    result = cli(str(make(tmp_path)), "--eval", str(start))
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_unfinished_evaluation_is_a_clear_error(tmp_path):
+    run = timed_run(tmp_path / "time-grpo", [300.0])
+    result = cli(str(run), "--eval", str(evaluation(tmp_path / "start", 10.0, 10, interrupted=True)))
+    assert result.returncode == 2
+    assert "not a finished evaluation" in result.stderr and "Traceback" not in result.stderr
