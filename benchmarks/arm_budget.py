@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from hindsight.logs import read_metrics
+from run_times import updates_and_wall
 
 
 @dataclass(frozen=True)
@@ -45,16 +45,12 @@ class Projection:
 
 def seconds_per_update(run: Path) -> tuple[int, float]:
     """(updates timed, wall seconds per update) of a short training run."""
-    config = run / "config.yaml"
-    if not config.exists():
+    if not (run / "config.yaml").exists():
         raise ValueError(f"{run} is not a training run (no config.yaml)")
-    rows = [row for row in read_metrics(run)
-            if int(row.get("step", 0)) >= 1 and "time" in row and any(key.startswith("rollout/") for key in row)]
-    if not rows:
+    updates, wall = updates_and_wall(run)  # the run has no final test, so its last row is its last update
+    if updates < 1:
         raise ValueError(f"{run} has no finished update to time")
-    updates = max(int(row["step"]) for row in rows)
-    elapsed = max(float(row["time"]) for row in rows) - config.stat().st_mtime
-    return updates, elapsed / updates
+    return updates, wall / updates
 
 
 def seconds_per_task(evaluation: Path) -> float:
