@@ -1,5 +1,6 @@
 """Does an arm fit its time limit? A projection from one timed update and one timed evaluation.
 
+    python benchmarks/arm_budget.py RUN [RUN ...] --eval EVAL_DIR --recipe METHOD:RECIPE [--limit-hours 2.5]
     python benchmarks/arm_budget.py RUN [RUN ...] --eval EVAL_DIR [--updates 20] [--test-tasks 300]
         [--validation-tasks 250] [--limit-hours 2.5]
 
@@ -9,7 +10,9 @@ when it started to its last update's metrics row, so they include loading the mo
 projection is a little above the truth, never below. EVAL_DIR is a finished greedy evaluation of
 the same policy on the same environment (a `hindsight eval` folder), whose wall time per task
 prices the arm's final test and the validation tasks it evaluates while it trains (with
-`eval_every`, at step 0 and every `eval_every` updates). A comparison plan written before its arms (docs/results.md,
+`eval_every`, at step 0 and every `eval_every` updates). `--recipe` reads those counts from the
+arms' recipe, read as its method reads it (defaults included), so the script that runs the arms
+and this check cannot disagree; the explicit options override it. A comparison plan written before its arms (docs/results.md,
 issue 47) checks that every arm fits before any arm runs, and changes the plan, the same for
 every arm, when one does not.
 
@@ -26,6 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from run_times import updates_and_wall
+
+from hindsight.configs import ConfigError, load_config
+from hindsight.methods.registry import load_training_methods
+from hindsight.registry import UnknownName
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,37 @@ def seconds_per_task(evaluation: Path) -> float:
     return float(summary["wall_s"]) / int(summary["episodes"])
 
 
+@dataclass(frozen=True)
+class ArmPlan:
+    """What a full arm runs beside its updates: the counts a recipe sets."""
+
+    updates: int
+    test_tasks: int  # the final evaluation's tasks (0 when final_eval_split is empty)
+    validation_tasks: int  # the evaluations while it trains: at step 0 and every eval_every updates
+
+
+def arm_plan(config: object) -> ArmPlan:
+    """The counts of a method's config: `updates`, its final evaluation and its validation evaluations."""
+    updates = getattr(config, "updates", None)
+    if not isinstance(updates, int):
+        raise ValueError(f"{type(config).__name__} has no `updates`: arm_budget times update-based methods only")
+    every = config.eval_every  # type: ignore[attr-defined]
+    validation = (updates // every + 1) * config.eval_episodes if every else 0  # type: ignore[attr-defined]
+    test = config.final_eval_episodes if config.final_eval_split else 0  # type: ignore[attr-defined]
+    return ArmPlan(updates, test, validation)
+
+
+def read_recipe(spec: str) -> ArmPlan:
+    """`METHOD:PATH`: the recipe at PATH as `hindsight train METHOD` reads it."""
+    method, sep, path = spec.partition(":")
+    if not sep or not method or not path:
+        raise ValueError(f"--recipe takes METHOD:PATH (e.g. echo:recipes/echo-frozenlake.yaml), not {spec!r}")
+    try:
+        return arm_plan(load_config(load_training_methods().get(method).config, path))
+    except (ConfigError, UnknownName) as error:
+        raise ValueError(str(error)) from None
+
+
 def project(run: Path, per_task: float, updates: int, evaluated_tasks: int) -> Projection:
     """The arm of `run`'s recipe at `updates` updates, evaluating `evaluated_tasks` tasks in all."""
     timed, per_update = seconds_per_update(run)
@@ -74,19 +112,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, nargs="+", help="short training runs of the arms' recipes")
     parser.add_argument("--eval", type=Path, required=True, help="a finished greedy evaluation of the start")
-    parser.add_argument("--updates", type=int, default=20, help="updates of a full arm")
-    parser.add_argument("--test-tasks", type=int, default=300, help="tasks of an arm's final test")
-    parser.add_argument("--validation-tasks", type=int, default=0,
-                        help="tasks an arm evaluates while it trains (eval_episodes x evaluations)")
+    parser.add_argument("--recipe", metavar="METHOD:PATH",
+                        help="the arms' recipe, whose updates and evaluations are projected")
+    parser.add_argument("--updates", type=int, help="updates of a full arm (default: the recipe's, else 20)")
+    parser.add_argument("--test-tasks", type=int, help="tasks of an arm's final test (default: the recipe's, else 300)")
+    parser.add_argument("--validation-tasks", type=int,
+                        help="tasks an arm evaluates while it trains (eval_episodes x evaluations; default: the "
+                             "recipe's, else 0)")
     parser.add_argument("--limit-hours", type=float, default=2.5, help="the most one arm may take")
     args = parser.parse_args()
-    if args.updates < 1 or args.test_tasks < 0 or args.validation_tasks < 0 or args.limit_hours <= 0:
-        parser.error("--updates must be at least 1, --test-tasks and --validation-tasks at least 0, "
-                     "and --limit-hours above 0")
     try:
+        plan = read_recipe(args.recipe) if args.recipe else ArmPlan(20, 300, 0)
+        updates = plan.updates if args.updates is None else args.updates
+        test_tasks = plan.test_tasks if args.test_tasks is None else args.test_tasks
+        validation_tasks = plan.validation_tasks if args.validation_tasks is None else args.validation_tasks
+        if updates < 1 or test_tasks < 0 or validation_tasks < 0 or args.limit_hours <= 0:
+            raise ValueError("--updates must be at least 1, --test-tasks and --validation-tasks at least 0, "
+                             "and --limit-hours above 0")
         per_task = seconds_per_task(args.eval)
-        evaluated = args.test_tasks + args.validation_tasks
-        projections = [project(run, per_task, args.updates, evaluated) for run in args.runs]
+        projections = [project(run, per_task, updates, test_tasks + validation_tasks) for run in args.runs]
     except ValueError as error:
         parser.error(str(error))
     over = False
@@ -94,7 +138,7 @@ def main() -> None:
         fits = p.hours <= args.limit_hours
         over |= not fits
         print(f"{p.run}: {p.seconds_per_update:.0f} s an update (timed over {p.updates_timed}), "
-              f"{p.updates} updates and {args.test_tasks} + {args.validation_tasks} evaluated tasks "
+              f"{p.updates} updates and {test_tasks} + {validation_tasks} evaluated tasks "
               f"({p.test_seconds:.0f} s) = "
               f"{p.hours:.2f} h: {'fits' if fits else 'over'} the {args.limit_hours:g} h limit")
     sys.exit(1 if over else 0)

@@ -17,7 +17,8 @@
 #            tasks (the headroom: 25-60%) and the critic's match rate with the template critic
 #   time     the design's time check (2.5 hours an arm on one core): one update of GRPO and of
 #            ECHO from the policy start (OUT/time-grpo, OUT/time-echo), then benchmarks/arm_budget.py
-#            projects the recipe's 20 updates, its validation evaluations and the 300-task test from
+#            projects the recipe's 20 updates, its validation evaluations and the 300-task test (the
+#            counts read from the recipe, as `hindsight train echo` reads it) from
 #            them and the check's evaluation (OUT/start-validation). It stops
 #            the script when an arm would not fit. Run it with CORES set to one core, as the arms run
 #   arms     GRPO, ECHO, ECHO with a frozen critic and ECHO with the linear gain, seeds 0 1 2, the
@@ -73,10 +74,8 @@ for stage in $stages; do
       --set updates=1 --set final_eval_split='' --set eval_every=0 ${switches[*]} ${extra[*]}"
     foreground "train echo '$out/time-echo' --config $recipe --set init_from='$start' --set critic_init_from='$critic' \
       --set updates=1 --set final_eval_split='' --set eval_every=0 ${switches[*]} ${extra[*]}"
-    read -r updates test_tasks validation_tasks < <(python -c "import yaml; r = yaml.safe_load(open('$recipe'))
-print(r['updates'], r['final_eval_episodes'], (r['updates'] // r['eval_every'] + 1) * r['eval_episodes'] if r['eval_every'] else 0)")
     python benchmarks/arm_budget.py "$out/time-grpo" "$out/time-echo" --eval "$out/start-validation" \
-      --updates "$updates" --test-tasks "$test_tasks" --validation-tasks "$validation_tasks"
+      --recipe "echo:$recipe"
     ;;
   arms)
     for seed in 0 1 2; do

@@ -44,7 +44,7 @@ def main() -> None:
     out = parser.parse_args().out
     if not out.is_dir():
         parser.error(f"{out} is not a folder")
-    import torch  # here, not at the top: arm_budget.py imports this module's timing and needs no torch
+    import torch  # here, not at the top: reading a run's times (updates_and_wall) needs no torch
 
     print("device:", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu")
     for run in sorted(p for p in out.iterdir() if (p / "config.yaml").exists() and re.search(r"-s\d+$", p.name)):

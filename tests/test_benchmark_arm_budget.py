@@ -73,3 +73,45 @@ def test_an_unfinished_evaluation_is_a_clear_error(tmp_path):
     result = cli(str(run), "--eval", str(evaluation(tmp_path / "start", 10.0, 10, interrupted=True)))
     assert result.returncode == 2
     assert "not a finished evaluation" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_recipe_sets_the_updates_the_test_and_the_validation_tasks():
+    # echo-frozenlake.yaml: 20 updates, 50 validation tasks at steps 0, 5, 10, 15 and 20, a 300-task test
+    plan = arm_budget.read_recipe(f"echo:{ROOT / 'recipes' / 'echo-frozenlake.yaml'}")
+    assert plan == arm_budget.ArmPlan(updates=20, test_tasks=300, validation_tasks=250)
+
+
+@pytest.mark.parametrize("fields, plan", [
+    ({"updates": 7, "eval_every": 3, "eval_episodes": 10, "final_eval_episodes": 40}, (7, 40, 30)),
+    ({"updates": 4, "eval_every": 0, "final_eval_split": ""}, (4, 0, 0)),
+])
+def test_the_counts_follow_the_schedule(fields, plan):
+    from hindsight.methods.grpo import GRPOConfig
+
+    assert arm_budget.arm_plan(GRPOConfig(**fields)) == arm_budget.ArmPlan(*plan)
+
+
+def test_the_script_reads_the_recipe_and_an_option_overrides_it(tmp_path):
+    run = timed_run(tmp_path / "time-echo", [300.0])
+    start = evaluation(tmp_path / "start-validation", wall_s=100.0, episodes=100)
+    recipe = f"echo:{ROOT / 'recipes' / 'echo-frozenlake.yaml'}"
+    result = cli(str(run), "--eval", str(start), "--recipe", recipe)
+    assert result.returncode == 0, result.stderr
+    assert "20 updates and 300 + 250 evaluated tasks (550 s)" in result.stdout
+    result = cli(str(run), "--eval", str(start), "--recipe", recipe, "--updates", "40", "--validation-tasks", "0")
+    assert "40 updates and 300 + 0 evaluated tasks (300 s)" in result.stdout
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("recipes/echo-frozenlake.yaml", "METHOD:PATH"),
+    ("nosuch:recipes/echo-frozenlake.yaml", "unknown training method 'nosuch'"),
+    ("echo:recipes/nosuch.yaml", "config file not found"),
+    ("sft:recipes/echo-frozenlake.yaml", "SFTConfig"),  # SFT has no updates, and not ECHO's fields
+])
+def test_a_bad_recipe_is_a_clear_error(tmp_path, spec, message):
+    run = timed_run(tmp_path / "time-echo", [300.0])
+    start = evaluation(tmp_path / "start", wall_s=10.0, episodes=10)
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "arm_budget.py"), str(run), "--eval", str(start),
+                             "--recipe", spec], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
