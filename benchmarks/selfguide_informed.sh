@@ -8,9 +8,12 @@
 # START_ADAPTER is the learning benchmark's SFT start (benchmarks/learning.sh OUT start writes it to
 # OUT/start-adapter). Everything runs on its blocking-holes variant: FrozenLake 4x4, local view,
 # 8 moves, `holes: blocking` (a move into a hole is refused and the turn spent), where a note
-# on the last step has evidence to read. Stages (default: all, in this order):
+# on the last step has evidence to read, with `p_hole` 0.3: at the benchmark's 0.2 the arms'
+# start solved 65% of validation tasks, above the headroom band, and at 0.3 it is inside it
+# (docs/results.md, issue 49). Stages (default: all, in this order):
 #   attempts   START_ADAPTER's own sampled attempts (temperature 1): 96 train tasks (seed 0) to
-#              teach from and 100 validation tasks (seed 1) held out
+#              teach from and 100 validation tasks (seed 1) held out, at `p_hole` 0.2 (the gate
+#              was judged on these, before the lake was made harder)
 #   start      the arms' start: START_ADAPTER taught the oracle's notes on every step of its
 #              attempts while its own valid successful moves are rehearsed
 #              (recipes/sg-start-frozenlake-blocking.yaml; the run OUT/assessor); it then judges
@@ -54,8 +57,9 @@ read -r taught held_out tasks <<<"${EPISODES:-96 100 300}"
 attempts=${ATTEMPTS:-$model+$source_adapter}
 checked=$(( tasks < 100 ? tasks : 100 ))  # validation tasks of the headroom check
 switches=(--set "dtype=$dtype" --set "model=$model")
-lake=(--env frozenlake --set size=4 --set max_steps=8 --set view=local --set holes=blocking --memory none
-      --max-new-tokens 12 --system-prompt "$prompt")
+lake=(--env frozenlake --set size=4 --set max_steps=8 --set view=local --set holes=blocking --set p_hole=0.3
+      --memory none --max-new-tokens 12 --system-prompt "$prompt")
+taught_lake="--set p_hole=0.2"  # the attempts' lake: a later --set wins
 hf="--dtype $dtype"  # for the evaluations of MODEL; ATTEMPTS may be a policy without weights
 attempts_dtype=$([ -n "${ATTEMPTS:-}" ] || echo "$hf")
 
@@ -81,9 +85,9 @@ for stage in $stages; do
   case $stage in
   attempts)
     spawn attempts-train "evaluate '$out/attempts-train' --model '$attempts' --episodes $taught \
-      --split train --temperature 1.0 --seed 0 $attempts_dtype"
+      --split train --temperature 1.0 --seed 0 $taught_lake $attempts_dtype"
     spawn attempts-heldout "evaluate '$out/attempts-heldout' --model '$attempts' --episodes $held_out \
-      --split validation --temperature 1.0 --seed 1 $attempts_dtype"
+      --split validation --temperature 1.0 --seed 1 $taught_lake $attempts_dtype"
     wait
     ;;
   start)
