@@ -22,6 +22,12 @@
 #              oracle, beside the rules of benchmarks/assessor_ceiling.py), and the start's greedy
 #              success on 100 validation tasks without and with notes (the headroom: 25-60%). It
 #              stops the script when one fails, so that no later stage runs from a rejected start
+#   time       the design's cost check: one update of GRPO+SG+GR from the start (OUT/time-grpo-sg-gr,
+#              no test), then benchmarks/arm_budget.py projects the recipe's updates and evaluated
+#              tasks, priced by the check's evaluation with notes. It stops the script when an arm
+#              would pass LIMIT_HOURS (default 3: one session), the arms then go to a GPU
+#              (benchmarks/selfguide_gpu.sh) or run over several sessions with ONLY. Run it with
+#              CORES set as the arms will run
 #   prompting  the start on the 300 test tasks, greedy: plain (`start`, ReAct), with notes
 #              (`start-sg`, ReAct+SG), Reflexion (3 attempts) and ReFlAct
 #   arms       GRPO, GRPO+SG (λ ≡ 0) and GRPO+SG+GR (the paper's λ(u)), seeds 0 1 2, the same
@@ -46,7 +52,7 @@ cd "$(dirname "$0")/.."
 source_adapter=${1:?usage: benchmarks/selfguide_informed.sh START_ADAPTER [OUT_DIR] [STAGE...]}
 out=${2:-runs/selfguide-informed}
 shift 2 || shift $#
-stages=${*:-attempts start check prompting arms signals table}
+stages=${*:-attempts start check time prompting arms signals table}
 mkdir -p "$out"
 recipe=recipes/grpo-selfguide-frozenlake-blocking.yaml
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
@@ -108,6 +114,14 @@ for stage in $stages; do
     wait
     needs "$out/check-plain" "$out/check-notes"
     python benchmarks/selfguide_checks.py "$out"
+    ;;
+  time)
+    needs_start
+    needs "$out/check-notes"
+    foreground "train grpo '$out/time-grpo-sg-gr' --config $recipe --set init_from='$start' --set guidance_reward=true \
+      --set updates=1 --set final_eval_split='' --set eval_every=0 ${switches[*]} ${extra[*]}"
+    python benchmarks/arm_budget.py "$out/time-grpo-sg-gr" --eval "$out/check-notes" --recipe "grpo:$recipe" \
+      --limit-hours "${LIMIT_HOURS:-3}"
     ;;
   prompting)
     needs_start
