@@ -5,14 +5,19 @@
 The `check` stage of benchmarks/echo_headroom.sh and benchmarks/echo_learning.sh: it reads
 OUT_DIR/start-validation/summary.json (the policy start, greedy on validation tasks) and the last
 row of OUT_DIR/critic's metrics (a critic-sft run) that holds its final validation, and prints
-both, so the comparison's design can be checked before any arm runs.
+both, so the comparison's design can be checked before any arm runs. Exits with status 1 when
+the policy start's success lies outside the headroom band (25-60%, as benchmarks/selfguide_checks.py),
+so the driver stops before its arms; status 2 when either start is missing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+
+from selfguide_checks import BAND
 
 from hindsight.logs import read_metrics
 
@@ -25,7 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     summary = args.out / "start-validation" / "summary.json"
     if not summary.is_file():
         parser.exit(2, f"error: {summary} does not exist: run the check stage's evaluation first\n")
-    print(f"{args.label}, validation success:", json.loads(summary.read_text())["success_rate"])
+    success = float(json.loads(summary.read_text())["success_rate"])
+    inside = BAND[0] <= success <= BAND[1]
+    print(f"{args.label}, validation success: {success:g} "
+          f"({'inside' if inside else 'outside'} the {BAND[0]:.0%}-{BAND[1]:.0%} headroom band)")
     try:
         rows = read_metrics(args.out / "critic")
     except FileNotFoundError as error:
@@ -34,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     if not finals:
         parser.exit(2, f"error: {args.out / 'critic'} has no final validation: train the critic first\n")
     print("critic, validation:", {k: v for k, v in finals[-1].items() if k.startswith(("final_validation/", "eval/"))})
-    return 0
+    if not inside:
+        print(f"the {args.label} is outside the headroom band: no arm should run from it", file=sys.stderr)
+    return 0 if inside else 1
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@
 #   critic   the critic warm start on that start's attempts, with the planner's move under every
 #            turn (recipes/critic-sft-frozenlake.yaml), exported to OUT/critic-adapter
 #   check    the design checks on the validation split: the policy start's greedy success on 100
-#            tasks (the headroom: 25-60%) and the critic's match rate with the template critic
+#            tasks (the headroom: 25-60%) and the critic's match rate with the template critic. It
+#            stops the script when the start is outside the band
 #   time     the design's time check (2.5 hours an arm on one core): one update of GRPO and of
 #            ECHO from the policy start (OUT/time-grpo, OUT/time-echo), then benchmarks/arm_budget.py
 #            projects the recipe's 20 updates, its validation evaluations and the 300-task test (the

@@ -530,9 +530,15 @@ def test_critic_check_prints_both_starts_and_refuses_a_missing_one(tmp_path, cap
     (out / "critic" / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     assert critic_check.main([str(out), "--label", "policy start"]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed == ["policy start, validation success: 0.52",
+    assert printed == ["policy start, validation success: 0.52 (inside the 25%-60% headroom band)",
                        "critic, validation: {'final_validation/critique_match_rate': 0.54, "
                        "'final_validation/unsolved': 12}"]
+    RunDir(out / "start-validation").write_summary({"success_rate": 0.62})  # the learning benchmark's start
+    assert critic_check.main([str(out), "--label", "policy start"]) == 1
+    captured = capsys.readouterr()
+    assert "0.62 (outside the 25%-60% headroom band)" in captured.out
+    assert "no arm should run from it" in captured.err
+    RunDir(out / "start-validation").write_summary({"success_rate": 0.52})
     (out / "critic" / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n")
     with pytest.raises(SystemExit) as exit_info:
         critic_check.main([str(out)])
