@@ -7,7 +7,9 @@
 #
 # START_ADAPTER is the learning benchmark's SFT start (benchmarks/learning.sh OUT start writes it to
 # OUT/start-adapter). Everything runs on its FrozenLake 4x4 (local view, 8 steps) with the graded
-# score `partial`. Stages (default: all, in this order):
+# score `partial` and `p_hole` 0.3: at the benchmark's 0.2 the policy start solved 62% of
+# validation tasks, above the headroom band, and at 0.3 51% (docs/results.md, issue 47). The
+# starts are taught at 0.2, where the check found them. Stages (default: all, in this order):
 #   start    the start's own sampled attempts on 160 train tasks, then the policy start of every
 #            arm: those successful moves rehearsed and the oracle's advice-taking refinement of each
 #            failed attempt (recipes/sft-advice-frozenlake.yaml), exported to OUT/policy-adapter
@@ -45,8 +47,9 @@ dtype=${DTYPE:-float32}
 model=${MODEL:-smollm2}  # the base model: the bundled one, or hf:PATH for a tiny check
 read -r -a extra <<<"${SET:-}"
 switches=(--set "dtype=$dtype" --set "model=$model")
-lake=(--env frozenlake --set size=4 --set max_steps=8 --set view=local --set score=partial --memory none
-      --max-new-tokens 12 --system-prompt "$prompt" --dtype "$dtype")
+lake=(--env frozenlake --set size=4 --set max_steps=8 --set view=local --set score=partial --set p_hole=0.3
+      --memory none --max-new-tokens 12 --system-prompt "$prompt" --dtype "$dtype")
+taught_lake="--set p_hole=0.2"  # the start stage's attempts: a later --set wins
 
 . benchmarks/lib.sh  # train, evaluate, spawn, arm
 
@@ -56,7 +59,7 @@ for stage in $stages; do
   case $stage in
   start)
     foreground "evaluate '$out/attempts' --model '$model+$source_adapter' --episodes 160 --split train \
-      --temperature 1.0 --seed 0"
+      --temperature 1.0 --seed 0 $taught_lake"
     foreground "train sft '$out/policy' --config recipes/sft-advice-frozenlake.yaml --set init_from='$source_adapter' \
       --set demos='$out/attempts' --set advice_demos='$out/attempts' ${switches[*]}"
     export_adapter "$out/policy" "$start"
