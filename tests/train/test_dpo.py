@@ -32,7 +32,7 @@ def test_the_reference_scores_every_token_as_the_policy_does_in_either_dtype(tin
 
 
 def test_a_round_reports_every_optimizer_steps_loss_so_a_one_pair_remainder_does_not_stand_for_it(
-        tiny_lora_model_dir):
+        tiny_lora_model_dir, capfd):
     from hindsight.train.dpo import DPOSettings, dpo_round
 
     model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), 4, 8, False)
@@ -47,3 +47,6 @@ def test_a_round_reports_every_optimizer_steps_loss_so_a_one_pair_remainder_does
     assert stats.mean_loss == pytest.approx(sum(stats.step_losses) / 4, rel=1e-9)
     row = stats.metrics()
     assert row["dpo/mean_loss"] == stats.mean_loss and row["dpo/optimizer_steps"] == 4.0
+    # The round prints nothing of its own: no log dicts, no tokenizing bars (the method logs its metrics).
+    printed = capfd.readouterr()
+    assert "'loss'" not in printed.out + printed.err and "Tokenizing" not in printed.out + printed.err

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import copy
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
@@ -100,10 +101,25 @@ def frozen_reference(model: TrainableModel) -> torch.nn.Module:
     return reference
 
 
+@contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """datasets' progress bars off inside the block, restored after it."""
+    from datasets.utils import logging as datasets_logging
+
+    were_on = datasets_logging.is_progress_bar_enabled()
+    datasets_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if were_on:
+            datasets_logging.enable_progress_bar()
+
+
 def dpo_round(model: TrainableModel, pairs: Sequence[Mapping[str, Any]], settings: DPOSettings,
               work_dir: str | Path | None = None) -> DPOStats:
     """Train the active role on `pairs` with DPO against its own state at the start of the call."""
     from datasets import Dataset
+    from transformers.trainer_callback import PrinterCallback
     from trl import DPOConfig, DPOTrainer
 
     if not pairs:
@@ -125,8 +141,11 @@ def dpo_round(model: TrainableModel, pairs: Sequence[Mapping[str, Any]], setting
             # 0.675 instead of ln 2 on the bundled model), so fp32 unless a GPU does bf16.
             bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
         )
-        trainer = DPOTrainer(model=model.model, ref_model=reference, args=args, train_dataset=dataset,
-                             processing_class=model.backend.tokenizer)
+        with _quiet_datasets():  # DPOTrainer tokenizes the pairs here, under datasets' progress bars
+            trainer = DPOTrainer(model=model.model, ref_model=reference, args=args, train_dataset=dataset,
+                                 processing_class=model.backend.tokenizer)
+        # With tqdm off, transformers prints every log row as a dict; the method logs its own metrics.
+        trainer.remove_callback(PrinterCallback)
         trainer.train()
     model.model.eval()
     logged = [row for row in trainer.state.log_history if "loss" in row]  # logging_steps=1: a row per step
