@@ -17,7 +17,8 @@
 #            turn (recipes/critic-sft-frozenlake.yaml), exported to OUT/critic-adapter
 #   check    the design checks on the validation split: the policy start's greedy success on 100
 #            tasks (the headroom: 25-60%) and the critic's match rate with the template critic. It
-#            stops the script when the start is outside the band
+#            stops the script when the start is outside the band. Then the policy start's greedy
+#            test on the 300 test tasks (OUT/start-test), the row every arm is also compared with
 #   time     the design's time check (2.5 hours an arm on one core): one update of GRPO and of
 #            ECHO from the policy start (OUT/time-grpo, OUT/time-echo), then benchmarks/arm_budget.py
 #            projects the recipe's 20 updates, its validation evaluations and the 300-task test (the
@@ -27,7 +28,7 @@
 #   arms     GRPO, ECHO, ECHO with a frozen critic and ECHO with the linear gain, seeds 0 1 2, the
 #            same 20 updates of 8 tasks x 4 (recipes/echo-frozenlake.yaml and
 #            recipes/grpo-frozenlake-graded.yaml), each tested greedily on the 300 test tasks
-#   table    the paired differences (benchmarks/echo_table.py)
+#   table    the paired differences (benchmarks/echo_table.py), by test success and by score
 # Jobs run side by side, one slot each (CORES, ONLY: benchmarks/lib.sh). DTYPE sets the frozen base
 # weights (default float32: a CPU without bfloat16 instructions runs bfloat16 about 60 times slower);
 # benchmarks/echo_gpu.sh runs the arms on one GPU in bfloat16. MODEL sets the base model (default
@@ -72,6 +73,7 @@ for stage in $stages; do
   check)
     foreground "evaluate '$out/start-validation' --model '$model+$start' --episodes 100 --split validation --temperature 0"
     python benchmarks/critic_check.py "$out" --label "policy start"
+    foreground "evaluate '$out/start-test' --model '$model+$start' --episodes 300 --temperature 0"
     ;;
   time)
     foreground "train grpo '$out/time-grpo' --config recipes/grpo-frozenlake-graded.yaml --set init_from='$start' \
@@ -94,6 +96,7 @@ for stage in $stages; do
     ;;
   table)
     python benchmarks/echo_table.py "$out"
+    python benchmarks/echo_table.py "$out" --measure score
     ;;
   *) echo "unknown stage: $stage" >&2; exit 2 ;;
   esac

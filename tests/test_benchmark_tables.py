@@ -213,6 +213,25 @@ def test_echo_table_compares_echo_with_grpo_and_its_ablations(tmp_path):
     assert "| GRPO | 1 | 0.500 | 0.500 | 64 | – | – | 2 / 0 |" in text
     assert "| ECHO − GRPO | +0.250 [" in text
     assert "| ECHO − ECHO, frozen critic | not yet" in text
+    assert "policy start" not in text  # no start-test evaluation: no row and no comparison with it
+
+
+def test_echo_table_compares_every_arm_with_the_tested_start_by_success_or_by_score(tmp_path):
+    write_run(tmp_path / "grpo-s0", "eval-test-final", [1, 0, 1, 0])
+    write_run(tmp_path / "grpo-s1", "eval-test-final", [1, 1, 1, 0])
+    run = RunDir(tmp_path / "start-test")  # the untrained start, greedy: falls that kept half the path
+    with run.trajectory_writer("eval", env="frozenlake", split="test") as writer:
+        for task, success in enumerate([1, 0, 0, 0]):
+            writer.write_trajectory(replace(outcome(100 + task, bool(success)), score=1.0 if success else 0.5))
+    run.write_summary({"success_rate": 0.25, "episodes": 4})
+    text = table("echo_table", tmp_path)
+    assert "| policy start (greedy, untrained) | 1 | 0.250 | 0.250 |" in text
+    assert "| GRPO − policy start | +0.375 [" in text and "2 runs × 4 tasks" in text
+    assert "| ECHO − policy start | not yet" in text
+    scored = table("echo_table", tmp_path, "--measure", "score")
+    assert "| arm | runs done | test score per run |" in scored and "paired difference of test score" in scored
+    assert "| policy start (greedy, untrained) | 1 | 0.625 | 0.625 |" in scored
+    assert "| GRPO − policy start | +0.000 [" in scored  # 0.625 both: the start's falls kept half their path
 
 
 def test_grpo_signals_counts_gigpo_step_parts_per_block_of_updates():
