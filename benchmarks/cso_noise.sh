@@ -18,8 +18,8 @@
 # PRM_SET adds switches to the prm stage (the attempt chosen in docs/results.md, e.g. PRM_SET="--set
 # moves=all --set quote=true"); the learned arms ask the PRM the prompt its run was taught
 # (`quoted:adapter:` after `quote: true`).
-# Jobs run side by side, one core each (CORES, ONLY: benchmarks/lib.sh). About an hour a run on
-# one core. `python benchmarks/keep.py OUT_DIR results/cso-noise --commit SHA` keeps each finished
+# Jobs run side by side, one core each (CORES, ONLY: benchmarks/lib.sh). A noisy arm took 10-16
+# minutes on one core. `python benchmarks/keep.py OUT_DIR results/cso-noise --commit SHA` keeps each finished
 # run's outcome table in the repository (results/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
