@@ -33,7 +33,7 @@
 # weights (default float32: a CPU without bfloat16 instructions runs bfloat16 about 60 times slower);
 # benchmarks/echo_gpu.sh runs the arms on one GPU in bfloat16. MODEL sets the base model (default
 # smollm2) and SET="--set updates=1 ..." adds switches to every arm: a tiny check.
-# `python benchmarks/keep.py OUT_DIR results/echo-learning --commit SHA` keeps each finished run's
+# `python benchmarks/keep.py OUT_DIR results/echo --commit SHA` keeps each finished run's
 # outcome table in the repository (results/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,7 +1,7 @@
 """The tables of the ECHO comparisons (benchmarks/echo_headroom.sh, benchmarks/echo_learning.sh), as Markdown.
 
     python benchmarks/echo_table.py results/echo-headroom
-    python benchmarks/echo_table.py results/echo-learning [--measure score]
+    python benchmarks/echo_table.py results/echo [--measure score]
 
 Reads the final test evaluations of the trained arms ({arm}-s{seed}), from their kept outcome
 tables (results/echo-headroom) or a driver's live folder (`tables.py`), and their metrics. Each
@@ -47,7 +47,7 @@ def main() -> None:
     start = evaluation_outcomes(out / "start-test", measure=measure)
     if start is not None:  # one policy: its outcomes stand for every run label
         rate = sum(v for (label, _), v in start.items() if label == "s0") / len({task for _, task in start})
-        lines.insert(2, f"| policy start (greedy, untrained) | 1 | {rate:.3f} | {rate:.3f} | " + " | " * len(COLUMNS))
+        lines.insert(2, f"| policy start (greedy, untrained) | 1 | {rate:.3f} | {rate:.3f} |" + " |" * len(COLUMNS))
     lines += [""] + difference_header(measure)
     if start is not None:
         lines += [difference_line(f"{title} − policy start", outcomes[name], start) for name, title in ARMS]
