@@ -14,7 +14,8 @@
 #   noisy    Step-DPO and CSO with the oracle PRM, 40% of its scores replaced by uniform draws
 #            (step-dpo-noisy, cso-noisy), seeds 0 1 2
 #   learned  Step-DPO and CSO with the learned PRM (step-dpo-learned, cso-learned), seeds 0 1 2
-#   table    test success per arm and the paired differences (benchmarks/cso_table.py)
+#   table    test success per arm and the paired differences (benchmarks/cso_table.py), then how
+#            each run's PRM scored the policy's moves in its failures (benchmarks/cso_scored.py)
 # PRM_SET adds switches to the prm stage (the attempt chosen in docs/results.md, e.g. PRM_SET="--set
 # moves=all --set quote=true"); the learned arms ask the PRM the prompt its run was taught
 # (`quoted:adapter:` after `quote: true`).
@@ -64,6 +65,9 @@ for stage in $stages; do
     ;;
   table)
     python benchmarks/cso_table.py "$out"
+    runs=()
+    for run in "$out"/*-noisy-s? "$out"/*-learned-s?; do [ -d "$run/round-1" ] && runs+=("$run"); done
+    if [ ${#runs[@]} -gt 0 ]; then python benchmarks/cso_scored.py "${runs[@]}"; fi
     ;;
   *) echo "unknown stage: $stage" >&2; exit 2 ;;
   esac
