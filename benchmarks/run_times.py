@@ -16,6 +16,8 @@ import json
 import re
 from pathlib import Path
 
+import torch
+
 from hindsight.logs import read_metrics
 
 
@@ -44,8 +46,6 @@ def main() -> None:
     out = parser.parse_args().out
     if not out.is_dir():
         parser.error(f"{out} is not a folder")
-    import torch  # here, not at the top: reading a run's times (updates_and_wall) needs no torch
-
     print("device:", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu")
     for run in sorted(p for p in out.iterdir() if (p / "config.yaml").exists() and re.search(r"-s\d+$", p.name)):
         print(run_line(run))
