@@ -21,8 +21,8 @@ import argparse
 from pathlib import Path
 
 from tables import (
-    MEASURES, arm_table, difference_header, difference_line, env_steps, evaluation_outcomes, final_failure_endings,
-    mean_metric, metric, quiet_closed_pipe,
+    MEASURES, arm_table, difference_header, difference_line, env_steps, evaluation_outcomes, evaluation_rate,
+    final_failure_endings, mean_metric, metric, quiet_closed_pipe,
 )
 
 ARMS = (("grpo", "GRPO"), ("echo", "ECHO"), ("echo-frozen", "ECHO, frozen critic"),
@@ -46,7 +46,7 @@ def main() -> None:
     lines, outcomes = arm_table(out, ARMS, COLUMNS, measure=measure)
     start = evaluation_outcomes(out / "start-test", measure=measure)
     if start is not None:  # one policy: its outcomes stand for every run label
-        rate = sum(v for (label, _), v in start.items() if label == "s0") / len({task for _, task in start})
+        rate = evaluation_rate(start)
         lines.insert(2, f"| policy start (greedy, untrained) | 1 | {rate:.3f} | {rate:.3f} |" + " |" * len(COLUMNS))
     lines += [""] + difference_header(measure)
     if start is not None:

@@ -36,8 +36,8 @@ from hindsight.diagnostics.runs import read_run_config
 from hindsight.envs.frozenlake import MOVES, FrozenLake, _read_map, is_choice, parse_move, toward_moves
 from hindsight.logs.outcomes import Outcome
 from tables import (EVAL_LOG, FINAL_LOG, MEASURES, Outcomes, arm_outcomes, arm_table, difference_header,
-                    difference_line, env_steps, evaluation_outcomes, metric, metric_rows, quiet_closed_pipe,
-                    run_outcomes)
+                    difference_line, env_steps, evaluation_outcomes, evaluation_rate, metric, metric_rows,
+                    quiet_closed_pipe, run_outcomes)
 
 ARMS = (("grpo", "GRPO"), ("gigpo", "GiGPO"))
 ABLATIONS = (("abl-trajectory-mean", "trajectory-mean aggregation"), ("abl-g4", "G = 4, 16 tasks"),
@@ -268,9 +268,7 @@ def main() -> None:
     if start is None:
         lines.insert(2, "| start (SFT) | not yet evaluated | | | " + " | " * len(columns))
     else:
-        # The start is one policy: its outcomes stand for every run label (`evaluation_outcomes`).
-        tasks = {task for _, task in start}
-        rate = sum(v for (label, _), v in start.items() if label == "s0") / len(tasks)
+        rate = evaluation_rate(start)  # one policy: its outcomes stand for every run label
         moves = [read(out / "start", EVAL_LOG) for _, read in REPLAY_COLUMNS] if replays else []
         agreement = json.loads((out / "start" / "summary.json").read_text()).get("oracle_agreement")
         # Of the training columns only the test oracle agreement applies to an evaluation.

@@ -84,6 +84,12 @@ def evaluation_outcomes(folder: Path, labels: Iterable[str] = LABELS, measure: s
     return {(label, o.task_seed): measured(o, measure) for label in labels for o in outcomes}
 
 
+def evaluation_rate(outcomes: Outcomes) -> float:
+    """The mean of an `evaluation_outcomes` table over its tasks (each task counted once, not per label)."""
+    tasks = {task for _, task in outcomes}
+    return sum(outcomes[(LABELS[0], task)] for task in tasks) / len(tasks)
+
+
 def arm_runs(out: Path, arm: str) -> list[tuple[str, Path]]:
     """The arm's run folders `{arm}-s{seed}[-tag]` with their labels ("s0", "s2-float32"), by seed then tag."""
     pattern = re.compile(rf"{re.escape(arm)}-(s(\d+)(?:-[a-z0-9]+)?)")
