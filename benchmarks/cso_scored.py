@@ -23,6 +23,7 @@ from pathlib import Path
 from tables import quiet_closed_pipe
 
 from hindsight.logs import read_trajectories
+from hindsight.methods.cso import scored_step_from
 
 
 @dataclass(frozen=True)
@@ -50,17 +51,16 @@ def round_scores(round_dir: Path) -> RoundScores:
     candidates = rated = 0
     for number, line in enumerate(scored_path.read_text(encoding="utf-8").splitlines(), 1):
         try:
-            row = json.loads(line)
-            failure, at = int(row["alternatives"]["trajectory"]), int(row["alternatives"]["at"])
-            policy_score, scores = float(row["policy_score"]), [float(s) for s in row["scores"]]
+            step = scored_step_from(json.loads(line))
         except (ValueError, KeyError, TypeError) as error:
             raise ValueError(f"{scored_path}:{number}: not a scored step ({error})") from None
+        failure = step.alternatives.trajectory
         if not 0 <= failure < len(failures):
             raise ValueError(f"{scored_path}:{number}: failure {failure} is not one of the round's {len(failures)}")
         rated += 1
-        (last if at == last_step[failure] else earlier).append(policy_score)
-        alternatives.extend(scores)
-        candidates += bool(row.get("candidate"))
+        (last if step.alternatives.at == last_step[failure] else earlier).append(step.policy_score)
+        alternatives.extend(step.scores)
+        candidates += step.candidate
     return RoundScores(len(failures), rated, tuple(last), tuple(earlier), tuple(alternatives), candidates)
 
 

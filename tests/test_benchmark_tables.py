@@ -5,7 +5,7 @@ import io
 import json
 import re
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -688,6 +688,15 @@ def test_the_learning_table_replays_each_run_on_the_lake_its_config_tested_on(tm
     assert learning_table.lake_tested_on(other) is None
 
 
+def scored_row(failure: int, at: int, policy_score: float, scores: list[float], candidate: bool) -> dict:
+    """A line of a CSO round's scored.jsonl, as the round writes it."""
+    from hindsight.agent.cso import ScoredStep, StepAlternatives
+
+    actions = ("up", "down", "left")[:len(scores)]
+    return asdict(ScoredStep(StepAlternatives(failure, at, "right", actions), policy_score, tuple(scores),
+                                candidate))
+
+
 def test_cso_scored_splits_the_prms_scores_of_the_policys_last_and_earlier_moves(tmp_path, capsys):
     import cso_scored
 
@@ -700,15 +709,13 @@ def test_cso_scored_splits_the_prms_scores_of_the_policys_last_and_earlier_moves
     # Failure 0 has steps 0 and 1 (its last), failure 1 (the third rollout) only step 0.
     rows = [(0, 0, 1.0, [0.25, 1.0], False), (0, 1, 1.0, [0.0], False), (1, 0, 0.0, [1.0, 0.25], True)]
     (round_dir / "scored.jsonl").write_text("".join(
-        json.dumps({"alternatives": {"trajectory": f, "at": at}, "policy_score": p, "scores": alts, "candidate": c}) + "\n"
-        for f, at, p, alts, c in rows))
+        json.dumps(scored_row(f, at, p, alts, c)) + "\n" for f, at, p, alts, c in rows))
     r = cso_scored.round_scores(round_dir)
     assert (r.failures, r.rated, r.candidates) == (2, 3, 1)
     assert sorted(r.last_moves) == [0.0, 1.0] and r.earlier_moves == (1.0,)
     assert cso_scored.cell(r.last_moves) == "0.50, 1 of 2 good" and cso_scored.cell(()) == "–"
     assert cso_scored.cell(r.alternatives) == "0.50, 2 of 5 good"
-    (round_dir / "scored.jsonl").write_text(json.dumps({"alternatives": {"trajectory": 5, "at": 0}, "policy_score": 1,
-                                                        "scores": []}) + "\n")
+    (round_dir / "scored.jsonl").write_text(json.dumps(scored_row(5, 0, 1.0, [], False)) + "\n")
     with pytest.raises(ValueError, match="failure 5 is not one of the round's 2"):
         cso_scored.round_scores(round_dir)
     with pytest.raises(ValueError, match="a live CSO round folder"):

@@ -109,7 +109,8 @@ class CSOConfig(PreferenceBasics):
                 parse_prm(self.prm, PRM_ROLES).role)
 
 
-def _scored_from(record: dict) -> ScoredStep:
+def scored_step_from(record: dict) -> ScoredStep:
+    """A line of a round's `scored.jsonl` as the round wrote it (also read by benchmarks/cso_scored.py)."""
     alternatives = StepAlternatives(**{**record["alternatives"], "actions": tuple(record["alternatives"]["actions"])})
     # Logs written before the PRM's answers were kept have no "answers".
     return ScoredStep(alternatives, record["policy_score"], tuple(record["scores"]), record["candidate"],
@@ -187,7 +188,7 @@ def train_cso(config: CSOConfig, out: str | Path, *, resume: bool = False) -> Pa
         expert = config.round_engine(expert_backend, config.expert_temperature, r, 2)
         scored = files.cached("scored", lambda: score_steps(prm, failures, sample_alternatives(expert, failures, config.k),
                                                            config.gamma_low, config.gamma_high),
-                              asdict, _scored_from)
+                              asdict, scored_step_from)
         if config.method == "ipr":
             picks = monte_carlo_picks([step.alternatives for step in scored])
         elif config.method == "cso" and config.verification:
