@@ -29,6 +29,15 @@
 #            same 20 updates of 8 tasks x 4 (recipes/echo-frozenlake.yaml and
 #            recipes/grpo-frozenlake-graded.yaml), each tested greedily on the 300 test tasks
 #   table    the paired differences (benchmarks/echo_table.py), by test success and by score
+#   critique what the critic does, on every finished ECHO run in OUT_DIR: per third of training,
+#            how often its critique is the template's and how often a refinement follows it, and
+#            the (s_o, s_r) shares above and below the diagonal (benchmarks/echo_uptake.py); the
+#            critic's match rate with the planner's fix on the warm start's validation attempts,
+#            at the start and at the run's last checkpoint (benchmarks/echo_critic_match.py);
+#            the failure drift (`hindsight echo-analyze`); and Table 5 (`hindsight echo-compare`,
+#            critic-guided refinement against regeneration at the same budget) at the first,
+#            middle and last checkpoints of TABLE5_RUN (default OUT_DIR/echo-s0) on the test
+#            tasks its first attempts fail (TABLE5="TASKS SAMPLES", default "50 4")
 # Jobs run side by side, one slot each (CORES, ONLY: benchmarks/lib.sh). DTYPE sets the frozen base
 # weights (default float32: a CPU without bfloat16 instructions runs bfloat16 about 60 times slower);
 # benchmarks/echo_gpu.sh runs the arms on one GPU in bfloat16. MODEL sets the base model (default
@@ -40,7 +49,7 @@ cd "$(dirname "$0")/.."
 source_adapter=${1:?usage: benchmarks/echo_learning.sh START_ADAPTER [OUT_DIR] [STAGE...]}
 out=${2:-runs/echo-learning}
 shift 2 || shift $#
-stages=${*:-start critic check time arms table}
+stages=${*:-start critic check time arms table critique}
 mkdir -p "$out"
 recipe=recipes/echo-frozenlake.yaml
 prompt=$(python -c "import yaml; print(yaml.safe_load(open('$recipe'))['system_prompt'])")
@@ -53,6 +62,10 @@ lake=(--env frozenlake --set size=4 --set max_steps=8 --set view=local --set sco
 taught_lake="--set p_hole=0.2"  # the start stage's attempts: a later --set wins
 
 . benchmarks/lib.sh  # train, evaluate, spawn, arm
+
+checkpoints() {  # checkpoints RUN: the updates of its saved checkpoints, in order
+  find "$1/checkpoints" -maxdepth 1 -name 'step-*' ! -name '*.tmp' -printf '%f\n' | sed 's/^step-0*//' | sort -n
+}
 
 start="$out/policy-adapter"  # what `arm` starts every run from
 critic="$out/critic-adapter"
@@ -97,6 +110,34 @@ for stage in $stages; do
   table)
     python benchmarks/echo_table.py "$out"
     python benchmarks/echo_table.py "$out" --measure score
+    ;;
+  critique)
+    runs=()
+    for run in "$out"/echo-s* "$out"/echo-frozen-s* "$out"/echo-linear-s*; do
+      if finished "$run"; then runs+=("$run"); fi
+    done
+    if [ ${#runs[@]} -eq 0 ]; then echo "no finished ECHO run in $out: run the arms first" >&2; exit 1; fi
+    python benchmarks/echo_uptake.py "${runs[@]}" --stages 3 | tee "$out/critique-uptake.md"
+    # The start's critic is the same for every run, so step 0 is measured once.
+    attempts="$out/critic/trajectories/eval-validation-final.jsonl"
+    foreground "python benchmarks/echo_critic_match.py '$attempts' '${runs[0]}' --steps 0" | tee "$out/critique-match.md"
+    for run in "${runs[@]}"; do
+      foreground "python benchmarks/echo_critic_match.py '$attempts' '$run' --steps $(checkpoints "$run" | tail -1)" \
+        | tail -1 | tee -a "$out/critique-match.md"
+    done
+    for run in "${runs[@]}"; do
+      if [ ! -f "$run/echo-analysis/analysis.json" ]; then foreground "hindsight echo-analyze '$run'"; fi
+    done
+    table5_run=${TABLE5_RUN:-$out/echo-s0}
+    read -r tasks samples <<<"${TABLE5:-50 4}"
+    mapfile -t steps < <(checkpoints "$table5_run")
+    for step in "${steps[0]}" "${steps[$(( (${#steps[@]} - 1) / 2 ))]}" "${steps[-1]}"; do
+      compared="$table5_run/echo-compare-step-$(printf %06d "$step")-test"
+      if [ ! -f "$compared/summary.json" ]; then
+        foreground "hindsight echo-compare '$table5_run' --step $step --split test --episodes $tasks --samples $samples \
+          --unsolved-only --out '$compared' --json"
+      fi
+    done
     ;;
   *) echo "unknown stage: $stage" >&2; exit 2 ;;
   esac

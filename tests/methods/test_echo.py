@@ -278,3 +278,60 @@ def test_scores_are_logged_as_the_environment_reported_them(monkeypatch):
     assert first["s_o"] == 1 / 3 and first["s_r"] == 2 / 3 and second["critic_reward"] == 0
     assert first["critic_reward"] == pytest.approx(math.log((1 - 1 / 3 + 0.1) / (1 - 2 / 3 + 0.1)))
     assert first["policy_advantage"] > 0 > second["policy_advantage"]
+
+
+def load_benchmark(name: str):
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_critic_match_scores_written_critiques_against_the_template():
+    from hindsight.agent.critic import parse_critique, template_critique
+    from tests.agent.test_critic import frozenlake_attempt
+
+    match = load_benchmark("echo_critic_match")
+    env = {"holes": "blocking", "p_hole": 0.0, "max_steps": 2}
+    detour = frozenlake_attempt(lambda turn, oracle: {"up": "down", "down": "up", "left": "right",
+                                                      "right": "left"}[oracle] if turn == 1 else oracle, seed=0, **env)
+    solved = frozenlake_attempt(lambda turn, oracle: oracle, seed=0, **env)
+    assert not detour.success and solved.success
+    right = parse_critique(template_critique(detour)).critique
+    result = match.score("run", 3, [detour, detour, solved], [right, "You should try again.", "none"],
+                         [False, True, False])
+    assert (result.attempts, result.unsolved) == (3, 2)
+    assert result.match_rate == pytest.approx(2 / 3) and result.unsolved_match_rate == pytest.approx(1 / 2)
+    assert result.malformed_rate == pytest.approx(1 / 3) and result.row().startswith("| run | 3 | 3 | 0.667 | 0.500 (2)")
+    assert match.score("run", 0, [solved], ["none"], [False]).unsolved_match_rate is None
+
+
+def test_critic_match_measures_the_start_and_a_checkpoint(tiny_model_dir, tmp_path, capsys):
+    match = load_benchmark("echo_critic_match")
+    run = train_echo(echo_config(tiny_model_dir, updates=1, final_eval_split="", critic_max_new_tokens=4),
+                     tmp_path / "echo")
+    attempts = run / "trajectories" / "initial.jsonl"
+    assert match.main([str(attempts), str(run), "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    unsolved = sum(not r["success"] for r in records(run, "initial"))
+    assert [r["step"] for r in rows] == [0, 1]
+    assert all(r["attempts"] == 2 and r["unsolved"] == unsolved and 0 <= r["match_rate"] <= 1 for r in rows)
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(SystemExit):
+        match.main([str(empty), str(run)])
+    with pytest.raises(SystemExit):
+        match.main([str(tmp_path / "missing.jsonl"), str(run)])
+    assert match.main([str(attempts), str(run), "--steps", "7"]) == 2
+    assert "no checkpoint of update 7" in capsys.readouterr().err
+    template = tmp_path / "template"
+    template.mkdir()
+    (template / "config.yaml").write_text((run / "config.yaml").read_text() + "critic: template\n")
+    assert match.main([str(attempts), str(template)]) == 2
+    assert "no model critic" in capsys.readouterr().err
