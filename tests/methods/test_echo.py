@@ -280,23 +280,20 @@ def test_scores_are_logged_as_the_environment_reported_them(monkeypatch):
     assert first["policy_advantage"] > 0 > second["policy_advantage"]
 
 
-def load_benchmark(name: str):
-    import importlib.util
-    import sys
+@pytest.fixture
+def critic_match(monkeypatch):
+    """benchmarks/echo_critic_match.py, imported as tests/test_benchmark_tables.py imports the scripts."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import echo_critic_match
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return echo_critic_match
 
 
-def test_critic_match_scores_written_critiques_against_the_template():
+def test_critic_match_scores_written_critiques_against_the_template(critic_match):
     from hindsight.agent.critic import parse_critique, template_critique
     from tests.agent.test_critic import frozenlake_attempt
 
-    match = load_benchmark("echo_critic_match")
+    match = critic_match
     env = {"holes": "blocking", "p_hole": 0.0, "max_steps": 2}
     detour = frozenlake_attempt(lambda turn, oracle: {"up": "down", "down": "up", "left": "right",
                                                       "right": "left"}[oracle] if turn == 1 else oracle, seed=0, **env)
@@ -311,8 +308,8 @@ def test_critic_match_scores_written_critiques_against_the_template():
     assert match.score("run", 0, [solved], ["none"], [False]).unsolved_match_rate is None
 
 
-def test_critic_match_measures_the_start_and_a_checkpoint(tiny_model_dir, tmp_path, capsys):
-    match = load_benchmark("echo_critic_match")
+def test_critic_match_measures_the_start_and_a_checkpoint(critic_match, tiny_model_dir, tmp_path, capsys):
+    match = critic_match
     run = train_echo(echo_config(tiny_model_dir, updates=1, final_eval_split="", critic_max_new_tokens=4),
                      tmp_path / "echo")
     attempts = run / "trajectories" / "initial.jsonl"
