@@ -68,10 +68,18 @@ class MeanPoolEncoder:
         if self._loaded is None:
             try:
                 from transformers import AutoModel, AutoTokenizer
+                from transformers.utils import logging as hf_logging
             except ImportError:
                 raise EmbeddingUnavailable(f"the embedder needs transformers and torch: {INSTALL_HINT}") from None
-            tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
-            model = AutoModel.from_pretrained(self.path, local_files_only=True).eval()
+            # transformers draws a "Loading weights" bar for a local load of a second: noise in a report.
+            bars_were_on = hf_logging.is_progress_bar_enabled()
+            hf_logging.disable_progress_bar()
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
+                model = AutoModel.from_pretrained(self.path, local_files_only=True).eval()
+            finally:
+                if bars_were_on:
+                    hf_logging.enable_progress_bar()
             self._loaded = (tokenizer, model)
         return self._loaded
 
