@@ -27,11 +27,6 @@ from hindsight.types import Assessment, ChatMessage, Completion, Conversation, G
 
 KIND = "self-guide"
 
-SYSTEM = (
-    "You check how an agent is doing on a task, one step at a time. You judge only the latest step, "
-    "from what it changed."
-)
-
 # What the labels mean and how to answer; shared by the engine's request and verl's in-conversation one.
 RUBRIC = (
     "Use positive when the step clearly brought the task closer to done or found something needed later; "
@@ -40,7 +35,16 @@ RUBRIC = (
     "Answer in exactly two lines:\nReason: <one short sentence>\nLabel: <negative, neutral or positive>"
 )
 
-REQUEST = "Task:\n{instruction}\n\nStarting situation:\n{start}\n\nSteps so far:\n{steps}\n\n{question}\n" + RUBRIC
+# The rubric sits in the system message, before anything that changes from turn to turn, so every
+# note prompt of a batch shares it and an episode's next note prompt extends its last one up to
+# the steps (`RolloutEngine` keeps the turns it sampled): only the new steps and the question are
+# computed again. After the steps it was computed again at every turn, and trained once per note.
+SYSTEM = (
+    "You check how an agent is doing on a task, one step at a time. You judge only the latest step, "
+    "from what it changed.\n" + RUBRIC
+)
+
+REQUEST = "Task:\n{instruction}\n\nStarting situation:\n{start}\n\nSteps so far:\n{steps}\n\n{question}"
 
 FIRST_TURN_QUESTION = "No step has been taken yet. Judge the starting situation: is the task still open?"
 LATER_QUESTION = "Judge step {number}, the latest one."

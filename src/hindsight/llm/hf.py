@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hindsight.llm.base import ModelError
-from hindsight.llm.prefixes import common_prefix, prefix_tree_size
+from hindsight.llm.prefixes import common_prefix, prefix_tree_size, reused_prefill_tokens, shared_prefill_tokens
 from hindsight.types import ChatMessage, Completion, GenerationRequest, SamplingParams
 
 if TYPE_CHECKING:
@@ -408,8 +408,13 @@ class HFBackend:
                 torch.manual_seed(params.seed)
             for batch in batches:
                 reuse = [stored[i] for i in batch]
-                completions = self._generate_batch([prompts[i] for i in batch], params,
-                                                   reuse if all(r is not None for r in reuse) else None)
+                rows = [prompts[i] for i in batch]
+                # A row with no history of its own (an action prompt without memory) matches a
+                # stored turn only as far as the batch's prompts share anyway; the stored path
+                # then loses the batch's own sharing, so it is taken only where it computes less.
+                fits = all(r is not None for r in reuse) and reused_prefill_tokens(
+                    list(map(len, rows)), [r[1] for r in reuse if r is not None]) < shared_prefill_tokens(rows)
+                completions = self._generate_batch(rows, params, reuse if fits else None)
                 for index, completion in zip(batch, completions):
                     results[index] = completion
         return [result if result is not None else _error("internal: no completion produced") for result in results]
@@ -573,7 +578,7 @@ class HFBackend:
             cache = self.model(input_ids=input_ids[:, start:-1], attention_mask=attention_mask[:, :-1],
                                position_ids=positions[:, start:-1], past_key_values=cache,
                                use_cache=True).past_key_values
-        return cache, sum(len(ids) - max(0, start - (width - len(ids))) for ids in prompts)
+        return cache, reused_prefill_tokens(list(map(len, prompts)), [reused for _, reused in reuse])
 
     def _shared_prompt_cache(self, prompts: list[list[int]], input_ids: Any, attention_mask: Any,
                              prefix: int = 0) -> tuple[Any, int]:
@@ -619,8 +624,7 @@ class HFBackend:
         if not hasattr(cache, "reorder_cache"):  # a model with its own cache type: prefill every row as before
             return None, 0
         cache.reorder_cache(torch.tensor(source, device=input_ids.device))
-        # The prefix once, each distinct prompt's rest once, and every row's last token.
-        return cache, prefix + sum(len(prompts[r]) - 1 - prefix for r in distinct_rows) + len(prompts)
+        return cache, shared_prefill_tokens(prompts)
 
     def _completion(
         self, token_ids: list[int], logprobs: list[float], params: SamplingParams, entropies: list[float] | None = None
