@@ -43,7 +43,6 @@ def test_shared_prefill_counts_the_common_prefix_and_each_distinct_prompt_once()
     for _ in range(300):
         base = [rng.randint(0, 3) for _ in range(rng.randint(1, 6))]
         prompts = [base + [rng.randint(0, 3) for _ in range(rng.randint(0, 4))] for _ in range(rng.randint(1, 5))]
-        prompts = [p for p in prompts if p] or [base]
         total = sum(map(len, prompts))
         shared = shared_prefill_tokens(prompts)
         # Never more than every token, never less than the batch's prefix tree (each shared token

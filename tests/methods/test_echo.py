@@ -281,7 +281,7 @@ def test_scores_are_logged_as_the_environment_reported_them(monkeypatch):
 
 
 @pytest.fixture
-def critic_match(monkeypatch):
+def match(monkeypatch):
     """benchmarks/echo_critic_match.py, imported as tests/test_benchmark_tables.py imports the scripts."""
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
     import echo_critic_match
@@ -289,11 +289,10 @@ def critic_match(monkeypatch):
     return echo_critic_match
 
 
-def test_critic_match_scores_written_critiques_against_the_template(critic_match):
+def test_critic_match_scores_written_critiques_against_the_template(match):
     from hindsight.agent.critic import parse_critique, template_critique
     from tests.agent.test_critic import frozenlake_attempt
 
-    match = critic_match
     env = {"holes": "blocking", "p_hole": 0.0, "max_steps": 2}
     detour = frozenlake_attempt(lambda turn, oracle: {"up": "down", "down": "up", "left": "right",
                                                       "right": "left"}[oracle] if turn == 1 else oracle, seed=0, **env)
@@ -308,8 +307,7 @@ def test_critic_match_scores_written_critiques_against_the_template(critic_match
     assert match.score("run", 0, [solved], ["none"], [False]).unsolved_match_rate is None
 
 
-def test_critic_match_measures_the_start_and_a_checkpoint(critic_match, tiny_model_dir, tmp_path, capsys):
-    match = critic_match
+def test_critic_match_measures_the_start_and_a_checkpoint(match, tiny_model_dir, tmp_path, capsys):
     run = train_echo(echo_config(tiny_model_dir, updates=1, final_eval_split="", critic_max_new_tokens=4),
                      tmp_path / "echo")
     attempts = run / "trajectories" / "initial.jsonl"
