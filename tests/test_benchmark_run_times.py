@@ -33,6 +33,13 @@ def test_an_unfinished_run_says_so(tmp_path):
         "grpo-s1: 1 updates, 35 s, not finished"
 
 
+def test_a_run_stopped_before_its_first_metrics_row_says_so(tmp_path):
+    folder = tmp_path / "echo-frozen-s0"
+    folder.mkdir()
+    (folder / "config.yaml").write_text("env: frozenlake\n")
+    assert run_times.run_line(folder) == "echo-frozen-s0: started, no update logged yet"
+
+
 def test_only_seeded_runs_are_listed(tmp_path):
     run_folder(tmp_path / "grpo-s2", updates=2, finished=True)
     run_folder(tmp_path / "start-sft", updates=0, finished=True)  # a run, but not a seed of an arm
