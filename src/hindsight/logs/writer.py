@@ -4,7 +4,7 @@
       config.yaml          resolved configuration of the run
       trajectories/*.jsonl one header line, then one trajectory per line
       metrics.jsonl        one row per update (training runs)
-      summary.json         closing numbers of the run
+      summary.json         closing numbers of the run, and the machine they were written on
       checkpoints/         training state (training runs)
       report/              HTML report (written by `hindsight report`)
 
@@ -20,6 +20,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from hindsight.logs.machine import machine
 from hindsight.logs.schema import header_record, trajectory_to_record
 from hindsight.types import Trajectory
 
@@ -131,8 +132,10 @@ class RunDir:
         return JsonlAppender(self.path / "metrics.jsonl")
 
     def write_summary(self, summary: Mapping[str, Any]) -> Path:
+        """summary.json, atomically, with the machine it was written on (`machine`) unless given."""
         target = self.path / "summary.json"
         tmp = target.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(_jsonable(summary), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        record = {**summary, "machine": summary.get("machine", machine())}
+        tmp.write_text(json.dumps(_jsonable(record), indent=2, allow_nan=False) + "\n", encoding="utf-8")
         os.replace(tmp, target)
         return target
