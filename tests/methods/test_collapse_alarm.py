@@ -46,6 +46,7 @@ def test_stop_on_collapse_ends_the_run_cleanly(tmp_path):
     path, trained, rows, summary = train(tmp_path, LOOPING, stop=True)
     assert trained == [1, 2, 3, 4] and len(rows) == 4
     assert [c.step for c in list_checkpoints(path)] == [4]
+    assert summary.pop("machine")["cpu"]  # every summary names its machine (tests/logs/test_machine.py)
     assert summary == {"kind": "grpo", "updates": 8, "stopped": "collapse", "stopped_at": 4,
                        "collapse": "collapsing: loop ratio 0.00→0.15 since update 2"}
 
