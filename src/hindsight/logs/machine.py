@@ -1,10 +1,10 @@
 """The machine a run's closing numbers were written on.
 
-Sampled decoding follows the last bits of the logits, and those depend on the CPU's vector
-instructions (AVX-512 against AVX2) and on the accelerator: the same code, seed and adapter gave
-a start 85 successes of 160 sampled attempts on one machine and 82 on another, while every greedy
-outcome matched (docs/results.md, issue 47). So `summary.json` names the machine, and a kept
-result that cannot be rebuilt exactly says where it came from.
+The same code, seed and adapter gave 85 successes of 160 sampled attempts on one machine and
+82 on another, while every greedy outcome matched (docs/results.md, issue 47); the earlier
+machine's CPU was not recorded, so the cause could not be named. Floating-point results can
+depend on the CPU's vector instructions and on the accelerator, so `summary.json` now names
+them, and a kept result that cannot be rebuilt exactly says where it came from.
 
 torch is read only when the run already imported it: the logs layer does not load it.
 """
