@@ -1,3 +1,4 @@
+import fcntl
 import os
 from pathlib import Path
 
@@ -51,12 +52,17 @@ def pytest_make_collect_report(collector):
 
 @pytest.fixture(scope="session", autouse=True)
 def model_cache(tmp_path_factory) -> Path:
-    """One converted copy of the bundled model per test session, never in the user's cache.
+    """One converted copy of the bundled model per test run, never in the user's cache.
 
-    Set HINDSIGHT_CACHE yourself to reuse a conversion across sessions.
+    pytest-xdist's workers share it: their temporary folders have one parent per run, so the
+    conversion (tens of seconds) is done once rather than once per worker. Set HINDSIGHT_CACHE
+    yourself to reuse a conversion across runs.
     """
     if not os.environ.get("HINDSIGHT_CACHE"):
-        os.environ["HINDSIGHT_CACHE"] = str(tmp_path_factory.mktemp("hindsight-cache"))
+        base = tmp_path_factory.getbasetemp()
+        cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "hindsight-cache"
+        cache.mkdir(exist_ok=True)
+        os.environ["HINDSIGHT_CACHE"] = str(cache)
     return Path(os.environ["HINDSIGHT_CACHE"])
 
 
@@ -69,10 +75,14 @@ def bundled_tokenizer(model_cache):
     from hindsight.llm.base import ModelError
     from hindsight.llm.hf import bundled_gguf_path, convert_gguf
 
-    try:
-        folder = convert_gguf(bundled_gguf_path())
-    except ModelError as exc:
-        pytest.skip(str(exc))
+    # One worker converts while the other waits for it (convert_gguf alone is safe to race, but
+    # both would then pay for the conversion).
+    with (model_cache / ".convert.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            folder = convert_gguf(bundled_gguf_path())
+        except ModelError as exc:
+            pytest.skip(str(exc))
     return AutoTokenizer.from_pretrained(folder, local_files_only=True)
 
 

@@ -128,7 +128,10 @@ def test_recall_distance_is_measured(tmp_path, capsys):
     assert hooks.t_max == DEFAULT_T_MAX["alfworld"] and not hooks.recall_skip_reason
     for model in ("oracle", "random"):
         out = tmp_path / model
-        assert main(["eval", "--env", "household", "--model", model, "--episodes", "3", "--out", str(out)]) == 0
+        # 20 steps an episode: the random walk revisits rooms well within them, and each of its
+        # steps costs TextWorld's search for the admissible commands.
+        assert main(["eval", "--env", "household", "--model", model, "--episodes", "3", "--set", "max_steps=20",
+                     "--out", str(out)]) == 0
     capsys.readouterr()
     assert main(["diagnose", "--json", str(tmp_path / "oracle"), str(tmp_path / "random")]) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

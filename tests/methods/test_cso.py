@@ -29,7 +29,10 @@ def adapter_weights(run, step):
 def test_a_round_without_verification_trains_dpo_on_prm_pairs(tiny_model_dir, tmp_path):
     # The untrained tiny policy fails everything and its branches could not verify anything,
     # so this run uses the PRM-only ablation to reach DPO.
-    run = train_cso(cso_config(tiny_model_dir, verification=False, tasks_per_round=2), tmp_path / "cso")
+    # Two-step episodes: DPO's cost on a CPU grows with every position of every pair (TRL scores
+    # each one over the whole vocabulary), and two steps give each round its pairs.
+    run = train_cso(cso_config(tiny_model_dir, verification=False, tasks_per_round=2,
+                               env_kwargs={"size": 3, "max_steps": 2}), tmp_path / "cso")
     rows = [r for r in read_metrics(run) if "cso/pairs" in r]
     assert [r["step"] for r in rows] == [1, 2]
     for r, row in enumerate(rows, start=1):
@@ -52,6 +55,7 @@ def test_a_round_without_verification_trains_dpo_on_prm_pairs(tiny_model_dir, tm
 
 def test_a_noisy_prm_logs_what_it_changed_and_the_pairs_it_got_wrong(tiny_model_dir, tmp_path):
     run = train_cso(cso_config(tiny_model_dir, method="step-dpo", prm="noisy:0.6:oracle", rounds=1, tasks_per_round=3,
+                               env_kwargs={"size": 3, "max_steps": 2},
                                final_eval_split=""), tmp_path / "step-dpo")
     (row,) = [r for r in read_metrics(run) if "cso/pairs" in r]
     scored = [json.loads(line) for line in (run / "round-1" / "scored.jsonl").read_text().splitlines()]
