@@ -1,4 +1,3 @@
-import fcntl
 import os
 from pathlib import Path
 
@@ -75,14 +74,11 @@ def bundled_tokenizer(model_cache):
     from hindsight.llm.base import ModelError
     from hindsight.llm.hf import bundled_gguf_path, convert_gguf
 
-    # One worker converts while the other waits for it (convert_gguf alone is safe to race, but
-    # both would then pay for the conversion).
-    with (model_cache / ".convert.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            folder = convert_gguf(bundled_gguf_path())
-        except ModelError as exc:
-            pytest.skip(str(exc))
+    try:
+        # Workers share model_cache: one converts while the others wait (convert_gguf's lock).
+        folder = convert_gguf(bundled_gguf_path())
+    except ModelError as exc:
+        pytest.skip(str(exc))
     return AutoTokenizer.from_pretrained(folder, local_files_only=True)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from hindsight.llm.hf import (  # noqa: E402 (after the importorskips above)
     CACHE_MANIFEST,
     HFBackend,
     bundled_gguf_path,
+    conversion_lock,
     convert_gguf,
     gguf_cache_key,
     model_cache_dir,
@@ -131,7 +133,52 @@ def test_interrupted_conversion_leaves_no_cache_entry(monkeypatch, tmp_path):
     cache = tmp_path / "models"
     with pytest.raises(RuntimeError, match="disk full"):
         convert_gguf(gguf, cache)
-    assert list(cache.iterdir()) == []
+    # Only the lock file may stay behind, released.
+    lock = conversion_lock(cache / gguf_cache_key(gguf))
+    assert list(cache.iterdir()) == [Path(lock.lock_file)]
+    lock.acquire(timeout=0)
+    lock.release()
+
+
+def test_a_conversion_waits_for_the_one_under_way_and_reuses_its_copy(monkeypatch, tmp_path):
+    """Two processes needing one entry: the second waits on the lock, then loads nothing.
+
+    The test plays the first process: it holds the entry's lock, lets a thread call
+    `convert_gguf`, and finishes the entry only once that thread has passed the cheap
+    manifest check. A conversion without the lock (or without the check under it) would
+    go on to load the GGUF file, which fails the test.
+    """
+    import transformers
+
+    import hindsight.llm.hf as hf
+
+    loads = []
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: loads.append("tokenizer"))
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: loads.append("model"))
+    past_first_check = threading.Event()
+    real_require = hf._require_torch_stack
+
+    def require_then_signal():
+        real_require()
+        past_first_check.set()
+
+    monkeypatch.setattr(hf, "_require_torch_stack", require_then_signal)
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    cache = tmp_path / "models"
+    cache.mkdir()
+    entry = cache / gguf_cache_key(gguf)
+    returned = []
+    with conversion_lock(entry):
+        waiter = threading.Thread(target=lambda: returned.append(convert_gguf(gguf, cache)))
+        waiter.start()
+        assert past_first_check.wait(timeout=300), "convert_gguf never got past its first check"
+        entry.mkdir()  # the first process's finished copy
+        (entry / CACHE_MANIFEST).write_text("{}")
+    waiter.join(timeout=300)  # a guard against a hang, not a time limit
+    assert not waiter.is_alive()
+    assert returned == [entry]
+    assert loads == []
 
 
 def test_finished_conversion_is_reused_without_loading(tmp_path):
@@ -263,7 +310,7 @@ def test_cached_reload_reads_the_copy_and_is_complete(backend, greedy_pair, mode
     entry = models_dir / gguf_cache_key(bundled_gguf_path())
     manifest = json.loads((entry / CACHE_MANIFEST).read_text())
     assert manifest["source"] == str(bundled_gguf_path().resolve())
-    assert not [p for p in models_dir.iterdir() if p.name.startswith(".")]
+    assert not [p for p in models_dir.iterdir() if p.name.endswith(".tmp")]  # no staging copy left
     assert "quantization_config" not in json.loads((entry / "config.json").read_text())
     weights = entry / "model.safetensors"
     written = weights.stat().st_mtime_ns

@@ -47,6 +47,7 @@ from hindsight.llm.prefixes import common_prefix, prefix_tree_size, reused_prefi
 from hindsight.types import ChatMessage, Completion, GenerationRequest, SamplingParams
 
 if TYPE_CHECKING:
+    import filelock
     import torch
 
 logger = logging.getLogger(__name__)
@@ -121,8 +122,10 @@ def convert_gguf(gguf_path: str | Path, cache_dir: str | Path | None = None) -> 
 
     The copy (model weights, config and tokenizer) is written into a temporary folder
     beside its final place and renamed into place only when complete, so an interrupted
-    conversion leaves no half-written entry that a later load would trust. When two
-    processes convert at once, the first rename wins and the other copy is discarded.
+    conversion leaves no half-written entry that a later load would trust. Processes that
+    need the same entry at once (two runs started together on a fresh cache, the test
+    suite's workers) take turns on a lock file beside it: the first converts, the others
+    wait and then read its copy instead of converting again.
     """
     gguf_path = Path(gguf_path)
     if not gguf_path.is_file():
@@ -135,10 +138,42 @@ def convert_gguf(gguf_path: str | Path, cache_dir: str | Path | None = None) -> 
     _require_torch_stack()
     if importlib.util.find_spec("gguf") is None:
         raise ModelError(f"reading {gguf_path.name} needs the gguf package; install it with `pip install gguf`")
+
+    from filelock import Timeout
+
+    root.mkdir(parents=True, exist_ok=True)
+    lock = conversion_lock(target)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        logger.info("waiting for another process converting %s", gguf_path.name)
+        lock.acquire()
+    try:
+        if (target / CACHE_MANIFEST).is_file():  # the process we waited for finished it
+            return target
+        return _convert_locked(gguf_path, target)
+    finally:
+        lock.release()
+
+
+def conversion_lock(target: Path) -> filelock.FileLock:
+    """The lock file that serialises conversions into the cache entry `target`.
+
+    It lives beside the entry (a hidden file) and, on POSIX systems, stays there after use:
+    filelock leaves it, since removing a lock file another process has already opened would
+    let a third lock a fresh file and race it.
+    """
+    from filelock import FileLock
+
+    return FileLock(target.parent / f".{target.name}.lock")
+
+
+def _convert_locked(gguf_path: Path, target: Path) -> Path:
+    """Write `target` from `gguf_path` (the caller holds its conversion lock)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    root.mkdir(parents=True, exist_ok=True)
+    root = target.parent
     logger.info("converting %s to safetensors (once; cached in %s)", gguf_path.name, target)
     started = time.perf_counter()
     folder, name = str(gguf_path.parent), gguf_path.name
@@ -164,12 +199,8 @@ def convert_gguf(gguf_path: str | Path, cache_dir: str | Path | None = None) -> 
         if target.exists() and not (target / CACHE_MANIFEST).is_file():
             # Not written by us (we rename only finished copies): untrusted, replace it.
             shutil.rmtree(target)
-        try:
-            os.rename(staging, target)
-        except OSError:
-            # Another process finished the same conversion first; its copy is equivalent.
-            if not (target / CACHE_MANIFEST).is_file():
-                raise
+        # Under the lock no other process writes `target`; a failed rename is a real error.
+        os.rename(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     logger.info("converted %s in %.1f s", gguf_path.name, time.perf_counter() - started)
