@@ -310,7 +310,9 @@ def test_cached_reload_reads_the_copy_and_is_complete(backend, greedy_pair, mode
     entry = models_dir / gguf_cache_key(bundled_gguf_path())
     manifest = json.loads((entry / CACHE_MANIFEST).read_text())
     assert manifest["source"] == str(bundled_gguf_path().resolve())
-    assert not [p for p in models_dir.iterdir() if p.name.endswith(".tmp")]  # no staging copy left
+    # No staging copy left: the entry's lock file is the only hidden name.
+    hidden = [p for p in models_dir.iterdir() if p.name.startswith(".")]
+    assert hidden == [Path(conversion_lock(entry).lock_file)]
     assert "quantization_config" not in json.loads((entry / "config.json").read_text())
     weights = entry / "model.safetensors"
     written = weights.stat().st_mtime_ns
