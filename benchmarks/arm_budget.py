@@ -31,6 +31,7 @@ from pathlib import Path
 from run_times import updates_and_wall
 
 from hindsight.configs import ConfigError, load_config
+from hindsight.logs import read_metrics
 from hindsight.methods.registry import load_training_methods
 from hindsight.registry import UnknownName
 
@@ -50,13 +51,28 @@ class Projection:
         return (self.updates * self.seconds_per_update + self.test_seconds) / 3600.0
 
 
+def trained_updates(run: Path) -> int:
+    """How many of a run's updates trained a sequence (logged `policy/sequences`, `critic/sequences`)."""
+    return sum(1 for row in read_metrics(run) if any(k.endswith("/sequences") and not k.startswith("data/") and v
+                                                      for k, v in row.items()))
+
+
 def seconds_per_update(run: Path) -> tuple[int, float]:
-    """(updates timed, wall seconds per update) of a short training run."""
+    """(updates timed, wall seconds per update) of a short training run.
+
+    Refused when none of the timed updates trained anything: where every group's rewards were
+    equal, `drop_zero_variance` leaves no sequence, the update costs nothing, and the projection
+    would leave out the cost of every update that does train.
+    """
     if not (run / "config.yaml").exists():
         raise ValueError(f"{run} is not a training run (no config.yaml)")
     updates, wall = updates_and_wall(run)  # the run has no final test, so its last row is its last update
     if updates < 1:
         raise ValueError(f"{run} has no finished update to time")
+    if not trained_updates(run):
+        raise ValueError(f"none of {run}'s {updates} timed update(s) trained a sequence (every group's rewards "
+                         "were equal), so its time leaves out the update itself; time more updates "
+                         "(e.g. --set updates=3)")
     return updates, wall / updates
 
 

@@ -12,13 +12,15 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import arm_budget  # noqa: E402
 
 
-def timed_run(folder: Path, seconds: list[float]) -> Path:
-    """A run whose updates ended `seconds` after its config was written (a step-0 row first)."""
+def timed_run(folder: Path, seconds: list[float], trained: int = 8) -> Path:
+    """A run whose updates ended `seconds` after its config was written (a step-0 row first), each
+    training `trained` sequences (none: no `policy/sequences`, as when every group's rewards were equal)."""
     folder.mkdir()
     (folder / "config.yaml").write_text("env: frozenlake\n")
     started = (folder / "config.yaml").stat().st_mtime
-    rows = [{"step": 0, "time": started + 1.0, "rollout/episodes": 4}]  # as SFT's data row: not an update
-    rows += [{"step": u, "time": started + s, "rollout/success_rate": 0.5} for u, s in enumerate(seconds, 1)]
+    rows = [{"step": 0, "time": started + 1.0, "rollout/episodes": 4, "data/sequences": 9}]  # SFT's data row
+    rows += [{"step": u, "time": started + s, "rollout/success_rate": 0.5, **({"policy/sequences": trained} if trained else {})}
+             for u, s in enumerate(seconds, 1)]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     return folder
 
@@ -60,6 +62,7 @@ def test_the_script_says_which_arm_is_over_and_fails(tmp_path):
 @pytest.mark.parametrize("make, message", [
     (lambda d: d, "not a training run"),
     (lambda d: timed_run(d / "r", []), "no finished update"),
+    (lambda d: timed_run(d / "r", [200.0, 260.0], trained=0), "trained a sequence"),
 ])
 def test_a_run_without_timing_is_a_clear_error(tmp_path, make, message):
     start = evaluation(tmp_path / "start", wall_s=10.0, episodes=10)
@@ -115,3 +118,11 @@ def test_a_bad_recipe_is_a_clear_error(tmp_path, spec, message):
                              "--recipe", spec], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_one_trained_update_among_the_timed_ones_is_enough(tmp_path):
+    run = timed_run(tmp_path / "time-grpo", [10.0, 400.0], trained=0)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rows[2]["critic/sequences"] = 4  # ECHO's critic track trained at the second update
+    (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert arm_budget.seconds_per_update(run) == (2, pytest.approx(200.0, abs=1e-6))
