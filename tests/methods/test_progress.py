@@ -58,7 +58,7 @@ def test_an_evaluation_in_a_training_run_reports_its_progress(tmp_path, capsys):
     lines = capsys.readouterr().err.splitlines()
     assert [line.split()[2] for line in lines] == [f"{n}/20" for n in range(2, 21, 2)]
     assert lines[-1].startswith("test evaluation 20/20 ")
-    assert lines[-1].endswith("success 1.000 · score 1.000") and summary.success_rate == 1.0
+    assert lines[-1].endswith("solved 20 of 20 finished · mean score 1.000") and summary.success_rate == 1.0
 
     # A resumed evaluation counts the tasks it kept and their outcomes.
     log = run.trajectories_dir / "eval-test-final.jsonl"

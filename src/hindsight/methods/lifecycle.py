@@ -283,7 +283,7 @@ def evaluate_trainable(
 
     A log `name` left by an interrupted process is continued: its finished tasks are kept
     and only the others run (TrainingRun removes the logs whose weights are gone). Progress
-    (tasks done, success and mean score so far) goes to stderr, a line per tenth in a log file.
+    (tasks done, how many of them were solved, their mean score) goes to stderr, a line per tenth in a log file.
     """
     from hindsight.envs import make
 
@@ -295,9 +295,11 @@ def evaluate_trainable(
     started = time.perf_counter()
 
     def count(trajectory: Trajectory) -> None:
+        # Counted over the finished tasks only, and said so: episodes run side by side, so the short
+        # ones (often all failures, or all successes) finish first and an early rate misleads.
         done.append(trajectory)
-        progress.advance(f"success {sum(t.success for t in done) / len(done):.3f} · "
-                         f"score {sum(t.score for t in done) / len(done):.3f}")
+        progress.advance(f"solved {sum(t.success for t in done)} of {len(done)} finished · "
+                         f"mean score {sum(t.score for t in done) / len(done):.3f}")
 
     with (run.trajectory_writer(name, env=settings.env, split=split) as writer,
           TrainingProgress(len(seeds), f"{split} evaluation", completed=len(done),
