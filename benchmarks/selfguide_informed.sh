@@ -22,8 +22,9 @@
 #              oracle, beside the rules of benchmarks/assessor_ceiling.py), and the start's greedy
 #              success on 100 validation tasks without and with notes (the headroom: 25-60%). It
 #              stops the script when one fails, so that no later stage runs from a rejected start
-#   time       the design's cost check: one update of GRPO+SG+GR from the start (OUT/time-grpo-sg-gr,
-#              no test), then benchmarks/arm_budget.py projects the recipe's updates and evaluated
+#   time       the design's cost check: three updates of GRPO+SG+GR from the start
+#              (OUT/time-grpo-sg-gr, no test; one update alone may train nothing when every group
+#              has equal rewards, and arm_budget.py refuses such a timing), then benchmarks/arm_budget.py projects the recipe's updates and evaluated
 #              tasks, priced by the check's evaluation with notes. It stops the script when an arm
 #              would pass LIMIT_HOURS (default 3: one session), the arms then go to a GPU
 #              (benchmarks/selfguide_gpu.sh) or run over several sessions with ONLY. Run it with
@@ -119,7 +120,7 @@ for stage in $stages; do
     needs_start
     needs "$out/check-notes"
     foreground "train grpo '$out/time-grpo-sg-gr' --config $recipe --set init_from='$start' --set guidance_reward=true \
-      --set updates=1 --set final_eval_split='' --set eval_every=0 ${switches[*]} ${extra[*]}"
+      --set updates=3 --set final_eval_split='' --set eval_every=0 ${switches[*]} ${extra[*]}"
     python benchmarks/arm_budget.py "$out/time-grpo-sg-gr" --eval "$out/check-notes" --recipe "grpo:$recipe" \
       --limit-hours "${LIMIT_HOURS:-3}"
     ;;
