@@ -21,8 +21,11 @@ the script can be run at any point of a long comparison.
 
 The columns made of per-turn signals need the trajectory logs of a live run directory, outside
 the repository, and show – for a kept run: the prompting runs' label agreement with the oracle
-and note parse failures (their steps' assessments), and the arms' groups trained on labels
-alone and mean Σ r_t (their training log, `trajectories/train.jsonl`). Everything else,
+and note parse failures (their steps' assessments), the arms' groups trained on labels
+alone and mean Σ r_t (their training log, `trajectories/train.jsonl`), and, of how often a
+move that changed nothing (refused, or into the edge) was made again at the next turn, the part
+where that turn's note had called it negative (`repeats_after_stuck`: does a note steer the
+move?). The part over all such moves is replayed from a kept run's actions. Everything else,
 metrics columns and failure endings included, comes out the same from the kept runs.
 """
 
@@ -35,13 +38,15 @@ from pathlib import Path
 
 import torch
 
-from hindsight.agent.selfguide import label_agreement
+from hindsight.agent.selfguide import Repeats, count_repeats, label_agreement, repeats_after_stuck
+from hindsight.cli.outcomes import replay_run
 from hindsight.algos.selfguide import guidance_only_groups
 from hindsight.diagnostics.runs import read_run_config
 from hindsight.logs import read_trajectories
-from tables import (quiet_closed_pipe, 
-    EVAL_LOG, arm_table, difference_header, difference_line, env_steps, evaluation_outcomes, final_failure_endings,
-    live_log, metric, run_failure_endings, without_runs,
+from hindsight.logs.outcomes import outcomes_path
+from tables import (quiet_closed_pipe,
+    EVAL_LOG, FINAL_LOG, arm_table, difference_header, difference_line, env_steps, evaluation_outcomes, final_failure_endings,
+    last_attempts, live_log, metric, run_failure_endings, without_runs,
 )
 Named = tuple[tuple[str, str], ...]
 
@@ -91,14 +96,44 @@ def agreement(trajectories) -> str:
     return f"{agreed / compared:.3f} ({compared})" if compared else "–"
 
 
+REPEATS = "same move after one that changed nothing: all / after a negative note"
+
+
+def run_repeats(run: Path, log: str) -> str:
+    """How often a run's evaluation made a move that changed nothing again, as a cell
+    ("0.94 of 822 / 0.95 of 836"): in all, and where the next note called it negative.
+
+    Each task's last attempt counts, as in its outcome. A live log gives both parts; a kept run
+    keeps no notes, so its actions are replayed for the states and the second part is "–".
+    """
+    log_path = live_log(run, log)
+    if log_path is not None:
+        counts = sum((repeats_after_stuck(t) for t in last_attempts(read_trajectories(log_path))), Repeats())
+    elif outcomes_path(run) is not None:
+        counts = sum((count_repeats(outcome.actions, replayed.state_keys) for outcome, replayed in replay_run(run)),
+                     Repeats())
+    else:
+        return "–"
+    if not counts.stuck:
+        return "–"
+    flagged = f"{counts.flagged_repeated / counts.flagged:.2f} of {counts.flagged}" if counts.flagged else "–"
+    return f"{counts.repeated / counts.stuck:.2f} of {counts.stuck} / {flagged}"
+
+
+def final_repeats(run: Path) -> str:
+    """`run_repeats` of a training run's final test evaluation."""
+    return run_repeats(run, FINAL_LOG)
+
+
 def prompting_table(out: Path, prompting: Named) -> list[str]:
     lines = ["| prompting (the start, greedy) | tasks | success | success by attempt | mean steps | invalid | "
-             "label agreement with the oracle (turns) | note parse failures | failures: fell / out of steps |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             f"label agreement with the oracle (turns) | note parse failures | {REPEATS} | "
+             "failures: fell / out of steps |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, title in prompting:
         summary_path = out / name / "summary.json"
         if not summary_path.exists() or json.loads(summary_path.read_text()).get("interrupted"):
-            lines.append(f"| {title} | missing | | | | | | | |")
+            lines.append(f"| {title} | missing | | | | | | | | |")
             continue
         summary = json.loads(summary_path.read_text())
         log = live_log(out / name, EVAL_LOG)
@@ -110,7 +145,7 @@ def prompting_table(out: Path, prompting: Named) -> list[str]:
         lines.append(f"| {title} | {summary['episodes']} | {summary['success_rate']:.3f} | {by_attempt} | "
                      f"{summary['mean_steps']:.2f} | {summary['invalid_rate']:.3f} | "
                      f"{agreement(labelled) if labelled else '–'} | {failures} | "
-                     f"{run_failure_endings(out / name, EVAL_LOG)} |")
+                     f"{run_repeats(out / name, EVAL_LOG)} | {run_failure_endings(out / name, EVAL_LOG)} |")
     return lines
 
 
@@ -158,6 +193,7 @@ COLUMNS = (("env steps (train)", env_steps),
            ("groups trained on labels alone (tied groups the labels split) / groups, train", labels_alone),
            ("mean Σ r_t, solved / failed (train)", assessment_sums_by_outcome),
            ("final λ", metric("selfguide/lambda")),
+           (f"test: {REPEATS}", final_repeats),
            ("test failures: fell / out of steps", final_failure_endings))
 
 

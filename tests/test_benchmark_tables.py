@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hindsight.logs import RunDir
-from hindsight.types import Step, Trajectory
+from hindsight.types import Assessment, Step, Trajectory
 
 _BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -158,13 +158,13 @@ def test_selfguide_table_reads_arms_and_their_metrics(tmp_path):
     write_run(tmp_path / "react-sg", "eval", [1, 1, 0, 1])
     text = table("selfguide_table", tmp_path)
     assert "| ReAct+SG − ReAct | +0.250 [" in text and "1 runs × 4 tasks" in text
-    assert "| ReAct | 4 | 0.500 |" in text and "| – | – | 2 / 0 |" in text  # both failures ended by the env
+    assert "| ReAct | 4 | 0.500 |" in text and "| – | – | – | 2 / 0 |" in text  # both failures ended by the env
     # Each arm against the start with its prompting: GRPO (1, 0, 1, 0) against ReAct (1, 0, 0, 1),
     # GRPO+SG+GR (1, 1, 1, 0) against ReAct+SG (1, 1, 0, 1).
     assert "| GRPO − the start (ReAct) | +0.000 [" in text
     assert "| GRPO+SG+GR (paper λ: 0.4/0.5/0.7/0.8) − the start (ReAct+SG) | +0.000 [" in text
     assert "| GRPO+SG (λ ≡ 0) − the start (ReAct+SG) | not yet" in text
-    assert "| 1 | 0.750 | 0.750 | 320 | 0.61 | – | – | 0.00 | 1 / 0 |" in text
+    assert "| 1 | 0.750 | 0.750 | 320 | 0.61 | – | – | 0.00 | – | 1 / 0 |" in text
     # From the training log (groups of 2): group 1's env returns tie and its shaped returns
     # do not (λ = 0.5), so it trained on the labels alone; group 2's env returns differ;
     # group 3 ties under λ = 0 although its labels differ (a split tie).
@@ -201,6 +201,20 @@ def test_selfguide_table_reads_issue_49s_runs_with_the_informed_layout(tmp_path)
     assert "| GRPO+SG (λ ≡ 0) − GRPO | +0.250 [" in text
     assert "| GRPO+SG+GR (paper λ: 0.4/0.5/0.7/0.8) − GRPO+SG (λ ≡ 0) | not yet" in text
     assert "follow-up" not in text and "full λ from the start" not in text
+    # The test log's moves that changed nothing: a second seed's first task stuck in one state, "up", "up", "left",
+    # its notes negative then positive. (up, up) is repeated after a negative note; (up, left) is not.
+    stuck = replace(outcome(100, False, moves=3, terminated=False), final_state_key="s")
+    notes = (None, Assessment(kind="self-guide", text="", label="negative"),
+             Assessment(kind="self-guide", text="", label="positive"))
+    stuck = replace(stuck, steps=tuple(replace(step, state_key="s", action=action, assessment=note)
+                                       for step, action, note in zip(stuck.steps, ("up", "up", "left"), notes)))
+    run = RunDir(tmp_path / "grpo-sg-s1")
+    with run.trajectory_writer("eval-test-final", env="frozenlake", split="test") as writer:
+        for trajectory in (stuck, outcome(101, True), outcome(102, True), outcome(103, True)):
+            writer.write_trajectory(trajectory)
+    run.write_summary({"success_rate": 0.75, "episodes": 4})
+    text = table("selfguide_table", tmp_path, "--layout", "informed")
+    assert "| –, 0.50 of 2 / 1.00 of 1 |" in text  # seed 0 has no moves
 
 
 def test_echo_table_compares_echo_with_grpo_and_its_ablations(tmp_path):

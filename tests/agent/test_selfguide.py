@@ -4,7 +4,8 @@ import pytest
 
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.selfguide import (
-    SelfAssessor, label_agreement, logged_steps_to_judge, oracle_labels, parse_assessment, with_oracle_assessments,
+    Repeats, SelfAssessor, label_agreement, logged_steps_to_judge, oracle_labels, parse_assessment, repeats_after_stuck,
+    with_oracle_assessments,
 )
 from hindsight.algos.selfguide import Label
 from hindsight.envs import make
@@ -80,6 +81,34 @@ def test_oracle_assessments_are_well_formed_and_agree_with_themselves():
     assert trajectory.steps[0].assessment.label == "neutral"
     agreed, compared = label_agreement(trajectory)
     assert compared == trajectory.num_steps - 1 and agreed == compared
+
+
+def test_repeats_count_stuck_moves_made_again_and_the_notes_beside_them():
+    from dataclasses import replace
+
+    # Always "up": once on the top row every move bumps the edge and is made again.
+    bumping = [with_oracle_assessments(t, SelfAssessor())
+               for t in oracle_runs(range(6), respond=lambda request: "<action>up</action>")]
+    stuck = sum(a.state_key == b.state_key for t in bumping for a, b in zip(t.steps, t.steps[1:]))
+    counts = sum((repeats_after_stuck(t) for t in bumping), Repeats())
+    # The oracle's notes call every bump negative, and the move never changes.
+    assert counts == Repeats(stuck=stuck, repeated=stuck, flagged=stuck, flagged_repeated=stuck) and stuck > 0
+    # The planner never stays put.
+    assert sum((repeats_after_stuck(t) for t in oracle_runs(range(6))), Repeats()) == Repeats()
+
+    # One trajectory edited by hand: stuck at every step, the second move changed, its note made positive.
+    trajectory = next(t for t in bumping if t.num_steps >= 3 and len({s.state_key for s in t.steps}) == 1)
+    first, second, *rest = trajectory.steps
+    second = replace(second, action="left", assessment=replace(second.assessment, label="positive"))
+    edited = replace(trajectory, steps=(first, second, *rest))
+    # (up, left): stuck, not repeated, not flagged; (left, up): stuck, not repeated, flagged;
+    # then (up, up) pairs: repeated and flagged.
+    later = len(rest) - 1
+    assert repeats_after_stuck(edited) == Repeats(stuck=2 + later, repeated=later, flagged=1 + later,
+                                                  flagged_repeated=later)
+    # A step without a state key is not judged.
+    unknown = replace(trajectory, steps=tuple(replace(s, state_key="") for s in trajectory.steps))
+    assert repeats_after_stuck(unknown) == Repeats()
 
 
 def test_only_the_latest_answers_are_shown_whole():

@@ -169,6 +169,53 @@ def label_agreement(trajectory: Trajectory) -> tuple[int, int]:
     return agreed, compared
 
 
+@dataclass(frozen=True)
+class Repeats:
+    """Does a note steer the move? Counts over the moves that left the state unchanged (a
+    refused move, a bump into the edge) and were followed by another turn.
+
+    `stuck` such moves, `repeated` of them made again at the next turn; `flagged` of them
+    whose next note called the last step negative, `flagged_repeated` of those made again.
+    A note that carries the information and a move that ignores it show as a high
+    `flagged_repeated / flagged`.
+    """
+
+    stuck: int = 0
+    repeated: int = 0
+    flagged: int = 0
+    flagged_repeated: int = 0
+
+    def __add__(self, other: "Repeats") -> "Repeats":
+        return Repeats(self.stuck + other.stuck, self.repeated + other.repeated,
+                       self.flagged + other.flagged, self.flagged_repeated + other.flagged_repeated)
+
+
+def repeats_after_stuck(trajectory: Trajectory) -> Repeats:
+    """`Repeats` of one trajectory: `count_repeats` of its steps' actions, states and note labels."""
+    steps = trajectory.steps
+    return count_repeats([step.action for step in steps], [step.state_key for step in steps],
+                         [step.assessment.label if step.assessment else None for step in steps])
+
+
+def count_repeats(actions: Sequence[str | None], state_keys: Sequence[str],
+                  labels: Sequence[str | None] = ()) -> Repeats:
+    """`Repeats` of one episode from its moves, the state before each (`Step.state_key`) and each
+    turn's note label (none for a run without notes, or a kept run, which keeps no notes).
+
+    Step t is stuck when step t+1 starts from the same state. Unreadable answers (no action, or
+    "" as a kept outcome sends them) and empty state keys (an environment without them) are left
+    out, since there is no move to repeat or no way to tell.
+    """
+    counts = Repeats()
+    for t in range(min(len(actions), len(state_keys)) - 1):
+        if not actions[t] or not state_keys[t] or state_keys[t + 1] != state_keys[t]:
+            continue
+        same = actions[t + 1] == actions[t]
+        flagged = t + 1 < len(labels) and labels[t + 1] == Label.NEGATIVE.value
+        counts = counts + Repeats(1, int(same), int(flagged), int(flagged and same))
+    return counts
+
+
 _ORACLE_REASONS = {
     None: "No step has been taken yet; the task is open.",
     Label.POSITIVE: "The last move brought the goal closer.",

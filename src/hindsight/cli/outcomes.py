@@ -41,13 +41,15 @@ SCORE_TOLERANCE = 1e-9
 
 @dataclass(frozen=True)
 class Replayed:
-    """What replaying an outcome's actions did: the environment's final flags, and its step count."""
+    """What replaying an outcome's actions did: the environment's final flags, its step count, and
+    the state before each action sent (`Step.state_key` of the live episode)."""
 
     success: bool
     score: float
     steps: int
     terminated: bool
     truncated: bool
+    state_keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,14 +100,14 @@ def replay(env: TextEnv, outcome: Outcome) -> Replayed:
     """
     _, info = env.reset(outcome.task_seed)
     terminated = truncated = False
-    steps = 0
+    states: list[str] = []
     for action in outcome.actions:
         if terminated or truncated:
             break
+        states.append(env.state_key())
         _, _, terminated, truncated, info = env.step(action)
-        steps += 1
-    return Replayed(success=bool(info["success"]), score=float(info["score"]), steps=steps,
-                    terminated=bool(terminated), truncated=bool(truncated))
+    return Replayed(success=bool(info["success"]), score=float(info["score"]), steps=len(states),
+                    terminated=bool(terminated), truncated=bool(truncated), state_keys=tuple(states))
 
 
 def differences(outcome: Outcome, replayed: Replayed) -> str | None:
