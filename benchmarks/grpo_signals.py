@@ -20,7 +20,8 @@ For each run, from `trajectories/train.jsonl`:
   the policy (docs/results.md, issue 45, "Why GRPO sharpens");
 - for Self-Guide runs, per update: the share of scored turns whose self-assessment label equals
   the oracle's, beside the share a judge that always answers "positive" would reach on the
-  same turns;
+  same turns, and which way the notes lean (the oracle's positive turns called positive, its
+  negative turns called negative, all turns called negative);
 - for Self-Guide runs whose guidance reward was on (λ > 0) at some update: the mean Σ_t r_t of
   the episodes trained with λ > 0, by how they ended, their mean shaped return under each
   guidance form (the paper's sum, the mean over notes, the sum capped at R_env; recomputed from
@@ -41,7 +42,7 @@ For each run, from `trajectories/train.jsonl`:
 from __future__ import annotations
 
 import argparse
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import torch
@@ -120,23 +121,33 @@ def sharpening_rows(trajectories, drop_zero_variance: bool) -> list[str]:
 
 
 def agreement_rows(trajectories) -> list[str]:
-    per_update = defaultdict(lambda: [0, 0, 0])  # agreed, compared, oracle positive
+    """Per update: the label agreement of the scored turns, the always-"positive" judge's on the
+    same turns, and which way the notes lean: the share of the oracle's positive turns called
+    positive, of its negative turns called negative, and of all scored turns called negative."""
+    per_update: dict = defaultdict(Counter)  # (oracle label, note label) -> turns
     for t in trajectories:
         if all(step.assessment is None for step in t.steps):
             continue  # not a Self-Guide episode: nothing to compare, so no replay
-        # The turns `label_agreement` compares, with the oracle replayed once for both counts.
+        # The turns `label_agreement` compares, with the oracle replayed once for every count.
         for step, expected in zip(t.steps, oracle_labels(t)):
             if expected is None or step.assessment is None or step.assessment.label is None:
                 continue
-            row = per_update[t.meta.get("update")]
-            row[0] += step.assessment.label == expected.value
-            row[1] += 1
-            row[2] += expected.value == "positive"
+            per_update[t.meta.get("update")][expected.value, step.assessment.label] += 1
     if not per_update:
         return []
-    rows = ["| update | scored turns | label agreement | always \"positive\" |", "|---|---|---|---|"]
-    for update, (agreed, compared, positive) in sorted(per_update.items(), key=lambda kv: (kv[0] is None, kv[0])):
-        rows.append(f"| {update} | {compared} | {agreed / compared:.3f} | {positive / compared:.3f} |")
+    rows = ["| update | scored turns | label agreement | always \"positive\" | oracle-positive turns called "
+            "positive | oracle-negative turns called negative | called negative |", "|---|---|---|---|---|---|---|"]
+    for update, turns in sorted(per_update.items(), key=lambda kv: (kv[0] is None, kv[0])):
+        compared = sum(turns.values())
+        agreed = sum(n for (expected, label), n in turns.items() if expected == label)
+        said_negative = sum(n for (_, label), n in turns.items() if label == "negative")
+        shares = []
+        for kind in ("positive", "negative"):
+            of_kind = sum(n for (expected, _), n in turns.items() if expected == kind)
+            shares.append(f"{turns[kind, kind] / of_kind:.2f} of {of_kind}" if of_kind else "–")
+        positive = sum(n for (expected, _), n in turns.items() if expected == "positive")
+        rows.append(f"| {update} | {compared} | {agreed / compared:.3f} | {positive / compared:.3f} | "
+                    f"{shares[0]} | {shares[1]} | {said_negative / compared:.2f} |")
     return rows
 
 

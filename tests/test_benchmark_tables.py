@@ -361,6 +361,28 @@ def test_grpo_signals_shows_what_the_guidance_reward_paid_stalls_and_falls():
     assert "\ncapped: 0 of 1 failures earn at least the least-paid success (+1.20)" in rows
 
 
+def test_grpo_signals_shows_which_way_the_notes_lean():
+    import grpo_signals
+
+    from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
+    from hindsight.agent.selfguide import SelfAssessor, with_oracle_assessments
+    from hindsight.envs import make
+    from hindsight.llm import load_model
+
+    # The planner's own episodes: every judged turn is oracle-positive. At update 1 their notes are
+    # the oracle's; at update 2 the same notes all say "negative".
+    planned = RolloutEngine(lambda: make("frozenlake", size=3, max_steps=6), load_model("oracle"),
+                            RolloutConfig()).run([Task(seed=s) for s in range(4)])
+    honest = [replace(with_oracle_assessments(t, SelfAssessor()), meta={"update": 1}) for t in planned]
+    gloomy = [replace(t, meta={"update": 2}, steps=tuple(
+        replace(step, assessment=replace(step.assessment, label="negative")) for step in t.steps)) for t in honest]
+    turns = sum(t.num_steps - 1 for t in planned)
+    rows = grpo_signals.agreement_rows(honest + gloomy)
+    assert turns > 0
+    assert f"| 1 | {turns} | 1.000 | 1.000 | 1.00 of {turns} | – | 0.00 |" in rows
+    assert f"| 2 | {turns} | 0.000 | 1.000 | 0.00 of {turns} | – | 1.00 |" in rows
+
+
 def test_grpo_signals_refuses_a_run_whose_aggregation_it_does_not_know(tmp_path, monkeypatch, capsys):
     import grpo_signals
 
