@@ -141,13 +141,13 @@ def agreement_rows(trajectories) -> list[str]:
         compared = sum(turns.values())
         agreed = sum(n for (expected, label), n in turns.items() if expected == label)
         said_negative = sum(n for (_, label), n in turns.items() if label == "negative")
-        shares = []
-        for kind in ("positive", "negative"):
-            of_kind = sum(n for (expected, _), n in turns.items() if expected == kind)
-            shares.append(f"{turns[kind, kind] / of_kind:.2f} of {of_kind}" if of_kind else "–")
-        positive = sum(n for (expected, _), n in turns.items() if expected == "positive")
-        rows.append(f"| {update} | {compared} | {agreed / compared:.3f} | {positive / compared:.3f} | "
-                    f"{shares[0]} | {shares[1]} | {said_negative / compared:.2f} |")
+        of_kind = Counter()  # oracle label -> turns
+        for (expected, _), n in turns.items():
+            of_kind[expected] += n
+        recalls = [f"{turns[kind, kind] / of_kind[kind]:.2f} of {of_kind[kind]}" if of_kind[kind] else "–"
+                   for kind in ("positive", "negative")]
+        rows.append(f"| {update} | {compared} | {agreed / compared:.3f} | {of_kind['positive'] / compared:.3f} | "
+                    f"{recalls[0]} | {recalls[1]} | {said_negative / compared:.2f} |")
     return rows
 
 

@@ -39,8 +39,8 @@ from pathlib import Path
 import torch
 
 from hindsight.agent.selfguide import Repeats, count_repeats, label_agreement, repeats_after_stuck
-from hindsight.cli.outcomes import replay_run
 from hindsight.algos.selfguide import guidance_only_groups
+from hindsight.cli.outcomes import replay_run
 from hindsight.diagnostics.runs import read_run_config
 from hindsight.logs import read_trajectories
 from hindsight.logs.outcomes import outcomes_path
