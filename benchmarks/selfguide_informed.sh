@@ -26,7 +26,8 @@
 #              (OUT/time-grpo-sg-gr, no test; one update alone may train nothing when every group
 #              has equal rewards, and arm_budget.py refuses such a timing), then
 #              benchmarks/arm_budget.py projects the recipe's updates and evaluated tasks, priced by
-#              the check's evaluation with notes. It stops the script when an arm would pass LIMIT_HOURS (default 3: one session), the arms then go to a GPU
+#              the check's evaluation with notes. It stops the script when an arm would pass
+#              LIMIT_HOURS (default 3: one session), the arms then go to a GPU
 #              (benchmarks/selfguide_gpu.sh) or run over several sessions with ONLY. Run it with
 #              CORES set as the arms will run
 #   prompting  the start on the 300 test tasks, greedy: plain (`start`, ReAct), with notes
