@@ -449,6 +449,21 @@ def test_shared_prefixes_and_identical_prompts_are_prefilled_once_with_the_same_
     assert tiny.prefill.pushed_tokens - before.pushed_tokens == tiny.prefill.prompt_tokens - before.prompt_tokens
 
 
+def test_a_prefill_projects_only_each_rows_last_position_onto_the_vocabulary(tiny_dir):
+    """A shared prefill keeps only its cache, so the output head never sees a prompt's earlier
+    positions: over a prompt it would be the largest tensor of the forward pass."""
+    tiny = load_model(f"hf:{tiny_dir}", device="cpu")
+    seen = []
+    head = tiny.model.get_output_embeddings()
+    hook = head.register_forward_hook(lambda module, args, out: seen.append(args[0].shape[1]))
+    try:
+        _, shapes = _prefill_shapes(tiny, [LONG, SHORT, LONG], SamplingParams(temperature=0, max_new_tokens=3))
+    finally:
+        hook.remove()
+    assert shapes[0][1] > 1 and len(seen) == len(shapes)  # a prefill of several tokens went through the head
+    assert seen == [1] * len(shapes)
+
+
 def test_entropies_and_token_ends_match_a_fresh_forward_pass(tiny_dir):
     """Per-token entropies are of the raw temperature-1 distribution; token ends index the text."""
     from hindsight.llm._decoding import entropy_from_log_probs

@@ -28,8 +28,10 @@ model cache (see `model_cache_dir`) and later loads read that copy.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
+import inspect
 import json
 import logging
 import os
@@ -606,10 +608,19 @@ class HFBackend:
             cache.update(keys, values, layer)
         if width - 1 > start:
             positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-            cache = self.model(input_ids=input_ids[:, start:-1], attention_mask=attention_mask[:, :-1],
-                               position_ids=positions[:, start:-1], past_key_values=cache,
-                               use_cache=True).past_key_values
+            cache = self._prefill(input_ids=input_ids[:, start:-1], attention_mask=attention_mask[:, :-1],
+                                  position_ids=positions[:, start:-1], past_key_values=cache)
         return cache, reused_prefill_tokens(list(map(len, prompts)), [reused for _, reused in reuse])
+
+    def _prefill(self, **inputs: Any) -> Any:
+        """The KV cache of prompt tokens pushed through the model (`inputs` as for its forward).
+
+        Their logits are thrown away, so the vocabulary projection runs on the last position
+        alone where the model takes `logits_to_keep`: over a whole prompt it is a fifth of
+        SmolLM2-135M's compute and its largest activation ([rows, tokens, vocabulary] floats).
+        """
+        keep = {"logits_to_keep": 1} if _takes_logits_to_keep(type(_innermost_model(self.model))) else {}
+        return self.model(**inputs, use_cache=True, **keep).past_key_values
 
     def _shared_prompt_cache(self, prompts: list[list[int]], input_ids: Any, attention_mask: Any,
                              prefix: int = 0) -> tuple[Any, int]:
@@ -644,14 +655,13 @@ class HFBackend:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = None
         if prefix:
-            cache = self.model(input_ids=ids[:1, :prefix], position_ids=positions[:1, :prefix],
-                               use_cache=True).past_key_values
+            cache = self._prefill(input_ids=ids[:1, :prefix], position_ids=positions[:1, :prefix])
             if not hasattr(cache, "batch_repeat_interleave"):  # a model with its own cache type
                 return None, 0
             cache.batch_repeat_interleave(len(distinct_rows))
         if width - 1 > prefix:
-            cache = self.model(input_ids=ids[:, prefix:], attention_mask=mask, position_ids=positions[:, prefix:],
-                               past_key_values=cache, use_cache=True).past_key_values
+            cache = self._prefill(input_ids=ids[:, prefix:], attention_mask=mask, position_ids=positions[:, prefix:],
+                                  past_key_values=cache)
         if not hasattr(cache, "reorder_cache"):  # a model with its own cache type: prefill every row as before
             return None, 0
         cache.reorder_cache(torch.tensor(source, device=input_ids.device))
@@ -835,6 +845,12 @@ def _innermost_model(model: Any) -> Any:
             break
         model = inner
     return model
+
+
+@functools.cache
+def _takes_logits_to_keep(model_type: type) -> bool:
+    # transformers' causal LMs take it since 4.50; a model class with its own forward may not.
+    return "logits_to_keep" in inspect.signature(model_type.forward).parameters
 
 
 def token_text_ends(pieces: Sequence[str], text: str) -> list[int] | None:
