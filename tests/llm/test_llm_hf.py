@@ -140,6 +140,22 @@ def test_interrupted_conversion_leaves_no_cache_entry(monkeypatch, tmp_path):
     lock.release()
 
 
+def test_a_conversion_shares_one_gguf_parse_and_puts_the_reader_back_even_on_error():
+    """transformers parses the file once per tokenizer, config and weights; inside a conversion
+    the parses are one, and afterwards (a failed load too) the gguf package is as it was."""
+    gguf = pytest.importorskip("gguf")
+    from hindsight.llm.hf import _gguf_parsed_once
+
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with pytest.raises(RuntimeError, match="bad file"):
+        with _gguf_parsed_once():
+            arch = next(iter(gguf.MODEL_ARCH_NAMES))
+            assert gguf.get_tensor_name_map(arch, 2) is gguf.get_tensor_name_map(arch, 2)
+            assert name_map(arch, 2) is not name_map(arch, 2)  # built anew each time outside
+            raise RuntimeError("bad file")
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
+
+
 def test_a_conversion_waits_for_the_one_under_way_and_reuses_its_copy(monkeypatch, tmp_path):
     """Two processes needing one entry: the second waits on the lock, then loads nothing.
 
