@@ -25,9 +25,14 @@ def test_in_a_module_that_needs_a_missing_package():
 '''
 
 
+# Plugins these runs never use: loading hypothesis's and anyio's in every process was most of
+# this file's time (seven pytest processes).
+UNUSED_PLUGINS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio")
+
+
 def run_pytest(folder: Path, strict: bool, *options: str) -> int:
     env = {**os.environ, "HINDSIGHT_STRICT_SKIPS": "1" if strict else "0"}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options, str(folder)],
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", *UNUSED_PLUGINS, *options, str(folder)],
                           cwd=folder, env=env, capture_output=True).returncode
 
 
