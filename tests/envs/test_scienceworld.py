@@ -102,7 +102,11 @@ def test_a_deep_copy_replays_into_its_own_jvm(env):
 
 
 def test_the_contract_checker_passes_including_replays_in_another_process():
-    report = check_env("scienceworld", {"task": SHORT, "max_steps": 10}, seeds=[1], prefixes=1, split_n=2)
+    # A 4-step random prefix, not the default budget + 2: each step deep-copies the env twice (a
+    # fresh JVM replaying the episode), and truncation is the base class's step, checked on the
+    # local environments.
+    report = check_env("scienceworld", {"task": SHORT, "max_steps": 10}, seeds=[1], prefixes=1, prefix_length=4,
+                       split_n=2)
     assert report.ok, report.violations
     assert "hash-seed" in report.checks
 
