@@ -50,3 +50,42 @@ def test_a_round_reports_every_optimizer_steps_loss_so_a_one_pair_remainder_does
     # The round prints nothing of its own: no log dicts, no tokenizing bars (the method logs its metrics).
     printed = capfd.readouterr()
     assert "'loss'" not in printed.out + printed.err and "Tokenizing" not in printed.out + printed.err
+
+
+def test_on_a_cpu_trl_scores_only_the_labelled_positions_and_trains_the_same(tiny_lora_model_dir, monkeypatch):
+    """TRL's fused head would score every prompt position over the whole vocabulary on a CPU;
+    `dpo_round` has it score the completions' alone, with the same losses and the same update."""
+    import contextlib
+
+    from trl.trainer import utils as trl_utils
+
+    from hindsight.train import dpo
+
+    pairs = [{"prompt": [{"role": "user", "content": f"Task {i}: the lake is 4 by 4, which way now?"}],
+              "chosen": [{"role": "assistant", "content": "<action>down</action>"}],
+              "rejected": [{"role": "assistant", "content": "<action>left</action>"}]} for i in range(4)]
+    apply = trl_utils._ChunkedLogProbFunction.apply
+
+    def round_(compact: bool):
+        if not compact:
+            monkeypatch.setattr(dpo, "_labelled_positions_only", contextlib.nullcontext)
+        scored = []
+
+        def counting(hidden, *args):
+            scored.append(hidden.shape[0])
+            return apply(hidden, *args)
+
+        monkeypatch.setattr(trl_utils._ChunkedLogProbFunction, "apply", counting)
+        torch.manual_seed(0)  # LoRA's A is drawn from the global generator, which TRL reseeds
+        model = load_trainable(f"hf:{tiny_lora_model_dir}", ("policy",), 4, 8, False)
+        stats = dpo.dpo_round(model, pairs, dpo.DPOSettings(beta=0.5, lr=1e-2, batch_size=2, micro_batch_size=2))
+        monkeypatch.undo()
+        return stats, model.adapter_state("policy"), sum(scored)
+
+    full, full_weights, full_rows = round_(compact=False)
+    compact, compact_weights, compact_rows = round_(compact=True)
+    assert compact_rows < full_rows / 3  # the prompts are most of each sequence
+    assert compact.step_losses == pytest.approx(full.step_losses, abs=1e-5)
+    assert all(torch.allclose(compact_weights[k], full_weights[k], atol=1e-5) for k in full_weights)
+    assert any(not torch.equal(v, torch.zeros_like(v)) for k, v in compact_weights.items() if "lora_B" in k)
+    assert trl_utils._use_triton(torch.device("cpu")) is False  # put back after the round

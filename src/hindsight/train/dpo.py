@@ -115,6 +115,29 @@ def _quiet_datasets() -> Iterator[None]:
             datasets_logging.enable_progress_bar()
 
 
+@contextmanager
+def _labelled_positions_only() -> Iterator[None]:
+    """Inside, TRL's fused output head scores only the positions that carry a label on a CPU too.
+
+    TRL scores only those on Triton devices, and every position elsewhere so that a compiler
+    (Neuron's) sees one tile shape per batch. Nothing is compiled on a CPU, where the prompt's
+    positions, most of every pair, scored over the whole vocabulary forward and backward were
+    most of a round's time. The log-probs of the labelled positions, and so the loss, are the
+    same either way (tests/train/test_dpo.py).
+    """
+    from trl.trainer import utils as trl_utils
+
+    original = getattr(trl_utils, "_use_triton", None)
+    if original is None:  # another TRL: leave it as it is
+        yield
+        return
+    trl_utils._use_triton = lambda device: device.type == "cpu" or original(device)
+    try:
+        yield
+    finally:
+        trl_utils._use_triton = original
+
+
 def dpo_round(model: TrainableModel, pairs: Sequence[Mapping[str, Any]], settings: DPOSettings,
               work_dir: str | Path | None = None) -> DPOStats:
     """Train the active role on `pairs` with DPO against its own state at the start of the call."""
@@ -146,7 +169,8 @@ def dpo_round(model: TrainableModel, pairs: Sequence[Mapping[str, Any]], setting
                                  processing_class=model.backend.tokenizer)
         # With tqdm off, transformers prints every log row as a dict; the method logs its own metrics.
         trainer.remove_callback(PrinterCallback)
-        trainer.train()
+        with _labelled_positions_only():
+            trainer.train()
     model.model.eval()
     logged = [row for row in trainer.state.log_history if "loss" in row]  # logging_steps=1: a row per step
     if not logged:
