@@ -27,11 +27,8 @@ from hindsight.train.distributed import Workers
 from hindsight.train.sequences import TrainingSequence
 from hindsight.train.update import UpdateSettings, policy_gradient_update
 
-model_dir, out, aggregation, epochs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+model_dir, out, cases = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 workers = Workers.current()
-torch.manual_seed(0)
-model = load_trainable(f"hf:{model_dir}", ("policy",), lora_rank=4, lora_alpha=8, full_finetune=False)
-before = {n: p.detach().clone() for n, p in model.model.named_parameters() if "lora_" in n}
 # Six turns of three trajectories (t0: three turns, t1: two, t2: one with a zero advantage), of
 # different lengths and answer lengths. Each process holds whole trajectories, as GRPO deals them.
 trajectory = ["t0", "t1", "t0", "t2", "t1", "t0"]
@@ -41,18 +38,25 @@ sequences = [
     for i in range(6)
 ]
 mine = [i for i in range(6) if trajectory[i] in workers.shard(["t0", "t1", "t2"])]
-# SGD keeps the weights linear in the gradients, so float noise in a gradient stays that small in
-# the weights; Adam's first steps divide each gradient by its own size and would blow the noise
-# of a near-zero gradient up to a whole step. The optimizer acts on the summed gradient alike in
-# every process, so SGD tests the same claim.
-optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-settings = UpdateSettings(aggregation=Aggregation(aggregation), epochs=epochs, micro_batch_size=2, kl_coef=0.1)
-stats = [policy_gradient_update(model, [sequences[i] for i in mine], [advantage[trajectory[i]] for i in mine],
-                                optimizer, None, settings, workers) for _ in range(2)]
-if workers.is_main:
-    torch.save({n: p.detach() - before[n] for n, p in model.model.named_parameters() if "lora_" in n}, out + ".pt")
-    with open(out + ".json", "w") as f:
-        json.dump([[s.loss, s.pg_loss, s.kl, s.clip_frac, s.grad_norm, s.sequences, s.tokens] for s in stats], f)
+# Each case from a fresh model, in one process: starting a process was most of this test's time.
+for aggregation, epochs in cases:
+    torch.manual_seed(0)
+    model = load_trainable(f"hf:{model_dir}", ("policy",), lora_rank=4, lora_alpha=8, full_finetune=False)
+    before = {n: p.detach().clone() for n, p in model.model.named_parameters() if "lora_" in n}
+    # SGD keeps the weights linear in the gradients, so float noise in a gradient stays that small in
+    # the weights; Adam's first steps divide each gradient by its own size and would blow the noise
+    # of a near-zero gradient up to a whole step. The optimizer acts on the summed gradient alike in
+    # every process, so SGD tests the same claim.
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    settings = UpdateSettings(aggregation=Aggregation(aggregation), epochs=epochs, micro_batch_size=2, kl_coef=0.1)
+    stats = [policy_gradient_update(model, [sequences[i] for i in mine], [advantage[trajectory[i]] for i in mine],
+                                    optimizer, None, settings, workers) for _ in range(2)]
+    if workers.is_main:
+        name = f"{out}-{aggregation}"
+        torch.save({n: p.detach() - before[n] for n, p in model.model.named_parameters() if "lora_" in n},
+                   name + ".pt")
+        with open(name + ".json", "w") as f:
+            json.dump([[s.loss, s.pg_loss, s.kl, s.clip_frac, s.grad_norm, s.sequences, s.tokens] for s in stats], f)
 workers.close()
 # This test is about the step, not the exit: a finished worker was seen to abort in the
 # interpreter's teardown now and then ("terminate called without an active exception", once in
@@ -62,7 +66,11 @@ os._exit(0)
 '''
 
 
-def run_workers(tmp_path: Path, model_dir: Path, world: int, name: str, aggregation: str, epochs: int):
+CASES = (("trajectory_mean", 2), ("token_mean", 1))  # (aggregation, epochs)
+
+
+def run_workers(tmp_path: Path, model_dir: Path, world: int, name: str) -> dict[str, tuple[dict, list]]:
+    """Every case of CASES over `world` processes: each aggregation's weight change and stats."""
     script = tmp_path / "worker.py"
     script.write_text(SCRIPT)
     port = free_port()
@@ -71,10 +79,11 @@ def run_workers(tmp_path: Path, model_dir: Path, world: int, name: str, aggregat
         env = {**os.environ, "OMP_NUM_THREADS": "1", "WORLD_SIZE": str(world), "RANK": str(rank),
                "LOCAL_RANK": str(rank), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
         processes.append(subprocess.Popen([sys.executable, str(script), str(model_dir), str(tmp_path / name),
-                                           aggregation, str(epochs)], env=env))
+                                           json.dumps(CASES)], env=env))
     assert all(p.wait(timeout=300) == 0 for p in processes)
-    weights = torch.load(tmp_path / f"{name}.pt")
-    return weights, json.loads((tmp_path / f"{name}.json").read_text())
+    return {aggregation: (torch.load(tmp_path / f"{name}-{aggregation}.pt"),
+                          json.loads((tmp_path / f"{name}-{aggregation}.json").read_text()))
+            for aggregation, _ in CASES}
 
 
 def test_single_process_workers_do_nothing():
@@ -85,9 +94,9 @@ def test_single_process_workers_do_nothing():
 
 
 def test_two_processes_take_the_single_process_step(tiny_lora_model_dir, tmp_path):
-    for aggregation, epochs in (("trajectory_mean", 2), ("token_mean", 1)):
-        alone, alone_stats = run_workers(tmp_path, tiny_lora_model_dir, 1, f"one-{aggregation}", aggregation, epochs)
-        pair, pair_stats = run_workers(tmp_path, tiny_lora_model_dir, 2, f"two-{aggregation}", aggregation, epochs)
+    one, two = run_workers(tmp_path, tiny_lora_model_dir, 1, "one"), run_workers(tmp_path, tiny_lora_model_dir, 2, "two")
+    for aggregation, _ in CASES:
+        (alone, alone_stats), (pair, pair_stats) = one[aggregation], two[aggregation]
         assert alone.keys() == pair.keys()
         step_alone = torch.cat([alone[k].flatten() for k in alone])
         step_pair = torch.cat([pair[k].flatten() for k in alone])
@@ -95,9 +104,9 @@ def test_two_processes_take_the_single_process_step(tiny_lora_model_dir, tmp_pat
         # Gradients summed over processes reassociate float sums (~1e-6 of the step measured on
         # several machines); a wrong normalisation or a lost shard is off by a large fraction.
         assert (step_pair - step_alone).norm() <= 1e-3 * step_alone.norm()
-        for one, two in zip(alone_stats, pair_stats):
-            assert one[5:] == two[5:]  # sequences and tokens are totals over the processes
-            assert one[:5] == pytest.approx(two[:5], rel=1e-3, abs=1e-6)
+        for row_alone, row_pair in zip(alone_stats, pair_stats):
+            assert row_alone[5:] == row_pair[5:]  # sequences and tokens are totals over the processes
+            assert row_alone[:5] == pytest.approx(row_pair[:5], rel=1e-3, abs=1e-6)
 
 
 GRPO_SCRIPT = r'''
