@@ -81,11 +81,7 @@ def test_replicas_split_a_batch_and_answer_as_the_local_model(ray_cluster, tiny_
         assert len(set(backend.pids())) == 2
         assert same(backend.generate(REQUESTS, PARAMS), expected(local, 2))
         assert same(backend.generate(REQUESTS[:1], PARAMS), local.generate(REQUESTS[:1], PARAMS))  # one chunk only
-        before = backend.pids()
-        kill_after_submitting(backend, 1)
-        assert same(backend.generate(REQUESTS, PARAMS), expected(local, 2))  # the lost chunk was redone
-        after = backend.pids()
-        assert after[0] == before[0] and after[1] != before[1]
+        # A replica lost mid-call is the next test's (its restart is most of a test's time).
     finally:
         backend.close()
 
@@ -141,8 +137,11 @@ def test_pushed_weights_are_the_only_ones_sampled_from(ray_cluster, tiny_lora_mo
         # A replica killed while it samples comes back without any pushed weights: they are pushed
         # back (and verified) before its chunk is redone.
         verified.clear()
+        before = backend.pids()
         kill_after_submitting(backend, 0)
         assert same(backend.sample(REQUESTS, PARAMS, "policy"), expected(trained.backend, 2))
+        after = backend.pids()
+        assert after[0] != before[0] and after[1] == before[1]  # the killed one was restarted, the other kept
         assert backend.redone >= 3 and verified and verified[-1][:2] == ("policy", 0)
         assert compare_logprobs(verified[-1][2], mine).max_abs < 1e-4
     finally:
