@@ -178,8 +178,10 @@ def test_kl_reference_init_anchors_each_role_to_its_start(tiny_model_dir, tmp_pa
 def test_resume_repeats_the_interrupted_update_exactly(tiny_model_dir, tmp_path):
     config = echo_config(tiny_model_dir, updates=2, epochs=2, kl_coef=0.05, final_eval_episodes=1)
     straight = train_echo(config, tmp_path / "straight")
-    interrupted = train_echo(config, tmp_path / "interrupted")
-    # As if the process had died during update 2: its checkpoint never reached the disk.
+    # As if the process had died during update 2: its checkpoint never reached the disk. (A copy
+    # of the finished run: a second run would write the same files.)
+    interrupted = tmp_path / "interrupted"
+    shutil.copytree(straight, interrupted)
     shutil.rmtree(list_checkpoints(interrupted)[-1].path)
     train_echo(None, interrupted, resume=True)
     assert comparable(read_metrics(interrupted)) == comparable(read_metrics(straight))
