@@ -29,8 +29,8 @@ def adapter_weights(run, step):
 def test_a_round_without_verification_trains_dpo_on_prm_pairs(tiny_model_dir, tmp_path):
     # The untrained tiny policy fails everything and its branches could not verify anything,
     # so this run uses the PRM-only ablation to reach DPO.
-    # Two-step episodes: DPO's cost on a CPU grows with every position of every pair (TRL scores
-    # each one over the whole vocabulary), and two steps give each round its pairs.
+    # Two-step episodes: DPO's cost grows with every token of every pair, and two steps give each
+    # round its pairs.
     run = train_cso(cso_config(tiny_model_dir, verification=False, tasks_per_round=2,
                                env_kwargs={"size": 3, "max_steps": 2}), tmp_path / "cso")
     rows = [r for r in read_metrics(run) if "cso/pairs" in r]
