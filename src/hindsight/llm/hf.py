@@ -216,7 +216,7 @@ def _gguf_parsed_once() -> Iterator[None]:
     """Inside, the gguf package's reader and tensor-name map are built once per argument.
 
     transformers reads the file's metadata anew for the tokenizer, the config and the
-    weights (five parses of a 49,152-entry vocabulary in pure Python), and rebuilds the
+    weights (three parses of a 49,152-entry vocabulary in pure Python), and rebuilds the
     architecture's name map for each of the model's 397 modules: together most of the
     conversion's time. Both are read-only once built, so sharing them changes nothing else.
     """
