@@ -1,6 +1,7 @@
 """`hindsight diagnose`: output keys, exit codes, bad input, start-up weight."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -119,6 +120,30 @@ def test_env_guessed_from_the_path_and_overridden(tmp_path, capsys):
     assert record["env"] == "webshop" and record["t_max"] == 15
     _, (record,), _ = run_json(capsys, path, "--env", "blocksworld")
     assert record["env"] == "blocksworld" and record["t_max"] == 20
+
+
+def test_a_training_run_is_diagnosed_on_its_final_evaluation_and_says_so(tmp_path, capsys):
+    """A training run logs sampled training episodes, validation runs of earlier policies and the
+    final evaluation: only the last describes one policy, and the output names the file read."""
+    run = write_run(tmp_path / "grpo", 6)
+    trajectories = run / "trajectories"
+    (only,) = trajectories.iterdir()
+    only.rename(trajectories / "train.jsonl")
+    (final,) = (write_run(tmp_path / "final", 4, seed=1) / "trajectories").iterdir()
+    final.rename(trajectories / "eval-test-final.jsonl")
+    shutil.copy(trajectories / "eval-test-final.jsonl", trajectories / "eval-validation-000005.jsonl")
+    # Without metrics.jsonl the folder is not a training run: every log is read, as before.
+    _, (pooled,), _ = run_json(capsys, run)
+    assert pooled["n_trajectories"] == 6 + 4 + 4 and pooled["path"] == str(run)
+    (run / "metrics.jsonl").write_text('{"step": 1}\n')
+    _, (record,), _ = run_json(capsys, run)
+    assert record["n_trajectories"] == 4 and record["path"] == str(trajectories / "eval-test-final.jsonl")
+    assert main(["diagnose", str(run)]) == 0
+    assert f"== grpo  ({trajectories / 'eval-test-final.jsonl'})" in capsys.readouterr().out
+    # A training run with no final evaluation yet is read whole.
+    (trajectories / "eval-test-final.jsonl").unlink()
+    _, (partial,), _ = run_json(capsys, run)
+    assert partial["n_trajectories"] == 6 + 4
 
 
 def _loaded_modules(code: str) -> str:

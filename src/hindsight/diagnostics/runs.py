@@ -4,7 +4,8 @@ A PATH given to `hindsight diagnose` / `hindsight report` is one of:
 
 * a trajectory file (``.jsonl`` or ``.jsonl.gz``, any supported format);
 * a run directory: a Hindsight run (``config.yaml`` + ``trajectories/``) or an official
-  TIDE experiment folder (``config.yaml`` + result ``.jsonl`` files);
+  TIDE experiment folder (``config.yaml`` + result ``.jsonl`` files). A training run (one
+  with ``metrics.jsonl``) stands for its final evaluation's logs once they exist;
 * a folder of run directories (for example the output of ``hindsight sweep memory``),
   which stands for each run inside it.
 
@@ -26,7 +27,7 @@ from hindsight.diagnostics.curves import DEFAULT_T_MAX
 from hindsight.diagnostics.hooks import known_env_ids
 from hindsight.diagnostics.summary import DiagnoseOptions, KeptTrajectory, RunAccumulator, RunDiagnosis
 from hindsight.logs.importers import detect_format, normalise_env_id, read_views
-from hindsight.logs.reader import LogIssue, iter_json_lines, trajectory_files
+from hindsight.logs.reader import METRICS_FILE, LogIssue, iter_json_lines, trajectory_files
 
 #: A dataclass with a `label` and a `path` (a run source, a training log).
 Labelled = TypeVar("Labelled")
@@ -44,6 +45,7 @@ class RunSource:
     memory: str = ""
     max_steps: int | None = None
     env_kwargs: str = ""
+    read: str = ""  # what was read, where it is not every log of `path`
 
 
 @dataclass(frozen=True)
@@ -165,10 +167,28 @@ def _source(path: Path) -> RunSource:
         folder = path
         files = tuple(trajectory_files(path))
         label = path.name
+    read = ""
+    final = final_evaluation_files(folder, files) if path.is_dir() else ()
+    if final:
+        files = final
+        read = ", ".join(str(f) for f in final)
     info = _from_config(read_run_config(folder))
     env = info["env"] or env_from_path(path)
     return RunSource(path=path, label=label, files=files, env=env, model=info["model"], memory=info["memory"],
-                     max_steps=info["max_steps"], env_kwargs=info["env_kwargs"])
+                     max_steps=info["max_steps"], env_kwargs=info["env_kwargs"], read=read)
+
+
+def final_evaluation_files(folder: Path, files: Iterable[Path]) -> tuple[Path, ...]:
+    """A training run's final evaluation logs among `files` (`eval-SPLIT-final.jsonl`), or ()
+    when `folder` is not a training run (no `metrics.jsonl`) or has none.
+
+    A training run's other logs are its sampled training episodes and its validation
+    evaluations of earlier policies: pooled with the final evaluation, they would describe no
+    one policy. The report's training section draws them per update instead.
+    """
+    if not (folder / METRICS_FILE).is_file():
+        return ()
+    return tuple(f for f in files if f.name.startswith("eval-") and f.name.split(".", 1)[0].endswith("-final"))
 
 
 def disambiguate(items: list[Labelled]) -> None:
@@ -227,7 +247,7 @@ def diagnose_source(
         runs.append(
             acc.finish(
                 label=label,
-                path=str(source.path),
+                path=source.read or str(source.path),
                 model=source.model,
                 memory=source.memory,
                 formats=tuple(formats),
