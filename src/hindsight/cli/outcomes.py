@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hindsight.cli.main import CLIError
+from hindsight.logs.reader import METRICS_FILE, final_evaluation_log
 
 if TYPE_CHECKING:
     from hindsight.envs.base import TextEnv
@@ -31,10 +32,9 @@ if TYPE_CHECKING:
 
 #: The evaluation logs `export` looks for, in order: a training run's final test evaluation, then
 #: a `hindsight eval` run's log.
-EVALUATION_LOGS = ("eval-test-final", "eval")
+EVALUATION_LOGS = (final_evaluation_log("test"), "eval")
 #: Record files kept as they are where a run has them (a forked run's origin: benchmarks/fork_run.py).
 RECORD_FILES = ("config.yaml", "summary.json", "forked_from.json")
-METRICS_FILE = "metrics.jsonl"
 #: Scores are floats in [0, 1] written through JSON: equal to well within this.
 SCORE_TOLERANCE = 1e-9
 

@@ -27,7 +27,7 @@ from hindsight.diagnostics.curves import DEFAULT_T_MAX
 from hindsight.diagnostics.hooks import known_env_ids
 from hindsight.diagnostics.summary import DiagnoseOptions, KeptTrajectory, RunAccumulator, RunDiagnosis
 from hindsight.logs.importers import detect_format, normalise_env_id, read_views
-from hindsight.logs.reader import METRICS_FILE, LogIssue, iter_json_lines, trajectory_files
+from hindsight.logs.reader import METRICS_FILE, LogIssue, is_final_evaluation_log, iter_json_lines, trajectory_files
 
 #: A dataclass with a `label` and a `path` (a run source, a training log).
 Labelled = TypeVar("Labelled")
@@ -188,7 +188,7 @@ def final_evaluation_files(folder: Path, files: Iterable[Path]) -> tuple[Path, .
     """
     if not (folder / METRICS_FILE).is_file():
         return ()
-    return tuple(f for f in files if f.name.startswith("eval-") and f.name.split(".", 1)[0].endswith("-final"))
+    return tuple(f for f in files if is_final_evaluation_log(f))
 
 
 def disambiguate(items: list[Labelled]) -> None:

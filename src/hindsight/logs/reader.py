@@ -36,6 +36,18 @@ IssueHandler = Callable[[LogIssue], None]
 METRICS_FILE = "metrics.jsonl"
 
 
+def final_evaluation_log(split: str) -> str:
+    """The name, under `trajectories/` and without its suffix, of a training run's final
+    evaluation on `split` (what the run lifecycle writes)."""
+    return f"eval-{split}-final"
+
+
+def is_final_evaluation_log(path: Path) -> bool:
+    """Whether `path` is a training run's final evaluation log (`final_evaluation_log`), of any split."""
+    stem = path.name.split(".", 1)[0]
+    return stem.startswith("eval-") and stem.endswith("-final")
+
+
 def _ignore(issue: LogIssue) -> None:
     pass
 

@@ -44,7 +44,7 @@ from hindsight.agent.evaluate import EvalSummary, evaluate_policy, keep_finished
 from hindsight.configs import ConfigError, from_mapping
 from hindsight.diagnostics.health import HealthConfig, HealthReport, assess
 from hindsight.logs import RunDir, read_trajectories
-from hindsight.logs.reader import iter_json_lines
+from hindsight.logs.reader import final_evaluation_log, iter_json_lines
 from hindsight.logs.writer import rewrite_jsonl
 from hindsight.methods.basics import EvalSettings, Schedule, TrainingBasics
 from hindsight.methods.metrics import MetricsLog, eval_metrics
@@ -244,9 +244,9 @@ class TrainingRun(Generic[C]):
             split = self._schedule.final_split
             if split and self.start < self._total:
                 # This process trained: a final evaluation left by an earlier one saw other weights.
-                (self.dir.trajectories_dir / f"eval-{split}-final.jsonl").unlink(missing_ok=True)
+                (self.dir.trajectories_dir / f"{final_evaluation_log(split)}.jsonl").unlink(missing_ok=True)
             if split:
-                row, result = self._evaluate(split, self._schedule.final_episodes, f"eval-{split}-final",
+                row, result = self._evaluate(split, self._schedule.final_episodes, final_evaluation_log(split),
                                              f"final_{split}")
                 last = self._last_step if self.collapse is not None else self._total or self.start
                 self.log(last, {**row, **(final_row or {}), **self._sync_metrics()})
