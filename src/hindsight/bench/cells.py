@@ -178,9 +178,10 @@ class Metrics:
 
     def read(self) -> dict[str, float]:
         from hindsight.logs import read_metrics
+        from hindsight.logs.reader import METRICS_FILE
 
-        if not (self.run / "metrics.jsonl").is_file():
-            raise ReadoutError(f"{self.run}: no metrics.jsonl")
+        if not (self.run / METRICS_FILE).is_file():
+            raise ReadoutError(f"{self.run}: no {METRICS_FILE}")
         rows = read_metrics(self.run)
         values = {}
         for name in self.names:

@@ -44,7 +44,7 @@ def read_training(paths: Sequence[str], err: TextIO):
     Lines of trajectory files are named by the diagnosis, which reads the same files.
     """
     from hindsight.report import read_training_logs
-    from hindsight.report.training import METRICS_FILE
+    from hindsight.logs.reader import METRICS_FILE
 
     shown: Counter[str] = Counter()
 

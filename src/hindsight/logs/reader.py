@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
-from hindsight.logs.schema import FORMAT, SchemaError, trajectory_from_record
+from hindsight.logs.schema import FORMAT, METRICS_FILE, SchemaError, trajectory_from_record
 from hindsight.types import Trajectory
 
 
@@ -31,10 +31,6 @@ class LogIssue:
 
 
 IssueHandler = Callable[[LogIssue], None]
-
-#: The per-update metric rows of a training run (`read_metrics`).
-METRICS_FILE = "metrics.jsonl"
-
 
 def final_evaluation_log(split: str) -> str:
     """The name, under `trajectories/` and without its suffix, of a training run's final

@@ -27,6 +27,9 @@ FORMAT = "hindsight.trajectories"
 VERSION = 2
 # Versions this reader understands; a record is read by the rules of its own version.
 READABLE_VERSIONS = (1, 2)
+#: A training run's per-update metric rows, beside its `trajectories/` folder: one name for
+#: the writer and every reader.
+METRICS_FILE = "metrics.jsonl"
 
 
 class SchemaError(ValueError):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from hindsight.logs.machine import machine
-from hindsight.logs.schema import header_record, trajectory_to_record
+from hindsight.logs.schema import METRICS_FILE, header_record, trajectory_to_record
 from hindsight.types import Trajectory
 
 
@@ -129,7 +129,7 @@ class RunDir:
         return path
 
     def metrics_writer(self) -> JsonlAppender:
-        return JsonlAppender(self.path / "metrics.jsonl")
+        return JsonlAppender(self.path / METRICS_FILE)
 
     def write_summary(self, summary: Mapping[str, Any]) -> Path:
         """summary.json, atomically, with the machine it was written on (`machine`) unless given."""

@@ -44,7 +44,7 @@ from hindsight.agent.evaluate import EvalSummary, evaluate_policy, keep_finished
 from hindsight.configs import ConfigError, from_mapping
 from hindsight.diagnostics.health import HealthConfig, HealthReport, assess
 from hindsight.logs import RunDir, read_trajectories
-from hindsight.logs.reader import final_evaluation_log, iter_json_lines
+from hindsight.logs.reader import METRICS_FILE, final_evaluation_log, iter_json_lines
 from hindsight.logs.writer import rewrite_jsonl
 from hindsight.methods.basics import EvalSettings, Schedule, TrainingBasics
 from hindsight.methods.metrics import MetricsLog, eval_metrics
@@ -124,12 +124,12 @@ class TrainingRun(Generic[C]):
             checkpoints = list_checkpoints(self.path)
             state = load_checkpoint(checkpoints[-1], model, optimizers, schedulers) if checkpoints else {"step": -1}
             if self.main:
-                drop_records_after(self.path / "metrics.jsonl", state["step"], "step")
+                drop_records_after(self.path / METRICS_FILE, state["step"], "step")
                 for name in logs:
                     drop_records_after(self.dir.trajectories_dir / f"{name}.jsonl", state["step"], "update")
                 drop_evaluations_after(self.dir.trajectories_dir, max(state["step"], 0))
             self.start, self.env_steps = max(state["step"], 0), state.get("env_steps", 0)
-            metrics = self.path / "metrics.jsonl"
+            metrics = self.path / METRICS_FILE
             # Every process reads the rows (the stop decision must agree); a row past the checkpoint
             # another process has yet to drop does not count.
             self._rows = [row for _, row in (iter_json_lines(metrics) if metrics.exists() else ())
