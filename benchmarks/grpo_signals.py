@@ -21,7 +21,9 @@ For each run, from `trajectories/train.jsonl`:
 - for Self-Guide runs, per update: the share of scored turns whose self-assessment label equals
   the oracle's, beside the share a judge that always answers "positive" would reach on the
   same turns, and which way the notes lean (the oracle's positive turns called positive, its
-  negative turns called negative, all turns called negative);
+  negative turns called negative, all turns called negative), and which way the policy
+  gradient pushed the notes' label token on the episodes that trained (toward "negative" or
+  "positive", split by the oracle's label);
 - for Self-Guide runs whose guidance reward was on (λ > 0) at some update: the mean Σ_t r_t of
   the episodes trained with λ > 0, by how they ended, their mean shaped return under each
   guidance form (the paper's sum, the mean over notes, the sum capped at R_env; recomputed from
@@ -151,6 +153,42 @@ def agreement_rows(trajectories) -> list[str]:
     return rows
 
 
+def label_push_rows(trajectories, aggregation: Aggregation) -> list[str]:
+    """Per update: which way the policy gradient pushed the notes' label token, before any reward
+    for the label and after.
+
+    Every note's label is one token, and it trains with its episode's advantage (the weight
+    `push_per_move` gives a move under the run's aggregation). Raising a "negative" label and
+    lowering a "positive" one both move the label toward "negative", so the net push toward
+    "negative" is the sum of the weights of notes that said it minus the sum over notes that
+    said "positive", here per trained scored turn. It is split by the oracle's label: a push
+    toward "negative" on turns the oracle calls positive is a drift away from the truth.
+    """
+    per_update: dict = defaultdict(lambda: defaultdict(float))  # (oracle label) -> net push; "turns" -> n
+    for t in trajectories:
+        advantage = advantage_of(t)
+        if not advantage or all(step.assessment is None for step in t.steps):
+            continue
+        weight = push_per_move(advantage, len(t.steps), aggregation)
+        for step, expected in zip(t.steps, oracle_labels(t)):
+            label = step.assessment.label if step.assessment is not None else None
+            if expected is None or label not in ("positive", "negative"):
+                continue
+            pushes = per_update[t.meta.get("update")]
+            pushes[expected.value] += weight if label == "negative" else -weight
+            pushes[f"turns {expected.value}"] += 1
+    if not per_update:
+        return []
+    rows = [f"| update | trained scored turns | net push toward \"negative\" per turn ({aggregation.value}), "
+            "oracle-positive turns | same, oracle-negative turns |", "|---|---|---|---|"]
+    for update, pushes in sorted(per_update.items(), key=lambda kv: (kv[0] is None, kv[0])):
+        cells = [f"{pushes[kind] / pushes[f'turns {kind}']:+.3f} of {int(pushes[f'turns {kind}'])}"
+                 if pushes[f"turns {kind}"] else "–" for kind in ("positive", "negative")]
+        turns = int(pushes["turns positive"] + pushes["turns negative"])
+        rows.append(f"| {update} | {turns} | {cells[0]} | {cells[1]} |")
+    return rows
+
+
 def guidance_rows(trajectories) -> list[str]:
     """What the notes paid each kind of episode trained with λ > 0, under each guidance form.
 
@@ -240,6 +278,7 @@ def main() -> None:
         agreement = agreement_rows(trajectories)
         if agreement:
             print("\n" + "\n".join(agreement))
+            print("\n" + "\n".join(label_push_rows(trajectories, aggregation)))
         guidance = guidance_rows(trajectories)
         if guidance:
             print("\n" + "\n".join(guidance))

@@ -383,6 +383,39 @@ def test_grpo_signals_shows_which_way_the_notes_lean():
     assert f"| 2 | {turns} | 0.000 | 1.000 | 0.00 of {turns} | – | 1.00 |" in rows
 
 
+def test_grpo_signals_shows_which_way_the_gradient_pushed_the_notes_label():
+    import grpo_signals
+
+    from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
+    from hindsight.agent.selfguide import SelfAssessor, with_oracle_assessments
+    from hindsight.algos.grpo import Aggregation
+    from hindsight.envs import make
+    from hindsight.llm import load_model
+
+    # The planner's episodes, every judged turn oracle-positive, trained with advantage +1 and −1:
+    # at update 1 the notes are honest, at update 2 they all say "negative".
+    planned = RolloutEngine(lambda: make("frozenlake", size=3, max_steps=6), load_model("oracle"),
+                            RolloutConfig()).run([Task(seed=s) for s in range(2)])
+    honest = [with_oracle_assessments(t, SelfAssessor()) for t in planned]
+    gloomy = [replace(t, steps=tuple(replace(step, assessment=replace(step.assessment, label="negative"))
+                                     for step in t.steps)) for t in honest]
+    (up, down), turns = honest, [t.num_steps - 1 for t in planned]
+    assert min(turns) > 0
+    episodes = [replace(up, meta={"update": 1, "grpo": {"advantage": 1.0}}),
+                replace(down, meta={"update": 1, "grpo": {"advantage": -1.0}}),
+                replace(gloomy[0], meta={"update": 2, "grpo": {"advantage": 0.5}}),
+                replace(gloomy[1], meta={"update": 3, "grpo": {"advantage": 0.0}})]  # no gradient: left out
+    rows = grpo_signals.label_push_rows(episodes, Aggregation.TOKEN_MEAN)
+    # A "positive" label raised (+1) pushes away from "negative"; one lowered (−1) toward it.
+    assert f"| 1 | {sum(turns)} | {(turns[1] - turns[0]) / sum(turns):+.3f} of {sum(turns)} | – |" in rows
+    assert f"| 2 | {turns[0]} | +0.500 of {turns[0]} | – |" in rows
+    assert not any(row.startswith("| 3 |") for row in rows)
+    # Under trajectory_mean an episode's weight is spread over its moves.
+    spread = grpo_signals.label_push_rows(episodes[2:3], Aggregation.TRAJECTORY_MEAN)
+    assert f"| 2 | {turns[0]} | {0.5 / planned[0].num_steps:+.3f} of {turns[0]} | – |" in spread
+    assert grpo_signals.label_push_rows(planned, Aggregation.TOKEN_MEAN) == []  # no notes: no table
+
+
 def test_grpo_signals_refuses_a_run_whose_aggregation_it_does_not_know(tmp_path, monkeypatch, capsys):
     import grpo_signals
 
