@@ -789,3 +789,58 @@ def test_cso_scored_splits_the_prms_scores_of_the_policys_last_and_earlier_moves
         cso_scored.round_scores(round_dir)
     with pytest.raises(ValueError, match="a live CSO round folder"):
         cso_scored.round_scores(tmp_path)
+
+
+def _random_attempts(folder: Path, episodes: int = 4) -> list[Trajectory]:
+    from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
+    from hindsight.envs import make
+    from hindsight.llm import load_model
+
+    attempts = RolloutEngine(lambda: make("frozenlake", size=3, max_steps=6, holes="blocking"), load_model("random:0"),
+                             RolloutConfig()).run([Task(seed=s) for s in range(episodes)])
+    with RunDir(folder).trajectory_writer("eval", env="frozenlake", split="validation") as writer:
+        for trajectory in attempts:
+            writer.write_trajectory(trajectory)
+    return attempts
+
+
+def test_notes_heldout_judges_the_same_steps_for_every_model_and_holds_them_against_the_oracle(tmp_path, capsys):
+    import notes_heldout
+
+    from hindsight.agent.selfguide import oracle_labels
+    from hindsight.algos.selfguide import Label
+
+    attempts = _random_attempts(tmp_path / "held-out")
+    oracle = [label for t in attempts for label in oracle_labels(t) if label is not None]
+    negatives = sum(label == Label.NEGATIVE for label in oracle)
+    assert 0 < negatives < len(oracle)  # both kinds of step, so the recalls mean something
+    gloomy = tmp_path / "gloomy.json"
+    gloomy.write_text(json.dumps(["Reason: The last move did not bring the goal closer.\nLabel: negative"] * len(oracle)))
+    mute = tmp_path / "mute.json"
+    mute.write_text(json.dumps(["I cannot tell."] * len(oracle)))
+    out = tmp_path / "judged.jsonl"
+    assert notes_heldout.main([str(tmp_path / "held-out"), f"scripted:{gloomy}", f"scripted:{mute}",
+                               "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    n, share = len(oracle), negatives / len(oracle)
+    assert f"| scripted:{gloomy} | {n} | {share:.3f} | {1 - share:.3f} | 1.000 | 0.000 | 1.000 | 0.000 |" in table
+    assert f"| scripted:{mute} | {n} | 0.000 | {1 - share:.3f} | 0.000 | 0.000 | 0.000 | 1.000 | no |" in table
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 2 * n
+    assert [r["oracle"] for r in records[:n]] == [label.value for label in oracle]
+    assert {r["label"] for r in records[:n]} == {"negative"} and {r["label"] for r in records[n:]} == {None}
+
+
+def test_notes_heldout_refuses_what_it_cannot_judge(tmp_path, capsys):
+    import notes_heldout
+
+    _random_attempts(tmp_path / "held-out", episodes=1)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.yaml").write_text("kind: grpo\n")
+    for argv, message in (([str(tmp_path / "missing"), "smollm2"], "no such log or run folder"),
+                          ([str(tmp_path / "held-out"), str(tmp_path / "run")], "names no model"),
+                          ([str(tmp_path / "held-out"), "scripted:/no/such/script.json"], "script file not found"),
+                          ([str(tmp_path / "held-out"), "smollm2", "--episodes", "0"], "at least 1")):
+        with pytest.raises(SystemExit) as exit_info:
+            notes_heldout.main(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err

@@ -19,11 +19,21 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from hindsight.agent.replay import planner_distance, planning_env, take_recorded
 from hindsight.algos.selfguide import Label, step_reward
-from hindsight.types import Assessment, ChatMessage, Completion, Conversation, GenerationRequest, Step, Trajectory
+from hindsight.llm.base import ModelBackend
+from hindsight.types import (
+    Assessment,
+    ChatMessage,
+    Completion,
+    Conversation,
+    GenerationRequest,
+    SamplingParams,
+    Step,
+    Trajectory,
+)
 
 KIND = "self-guide"
 
@@ -266,3 +276,22 @@ def logged_steps_to_judge(trajectories: Sequence[Trajectory], assessor: SelfAsse
                                            trajectory.steps[at].observation)
             steps.append(LoggedStep(trajectory, at, label, GenerationRequest(conversation)))
     return steps
+
+
+def judge_logged_steps(backend: ModelBackend, assessor: SelfAssessor, steps: Sequence[LoggedStep], *,
+                       batch: int = 32) -> Iterator[list[Assessment]]:
+    """The backend's greedy assessments of the logged steps, in order, one list per `batch` steps.
+
+    Every model judged gets the same steps and prompts, so two adapters' notes compare on
+    fixed states rather than on the states their own rollouts happened to visit. Batches are
+    yielded as they finish, so a caller can show progress.
+    """
+    params = SamplingParams(temperature=0.0, max_new_tokens=assessor.max_new_tokens)
+    for first in range(0, len(steps), batch):
+        chunk = steps[first : first + batch]
+        yield [assessor.parse(c) for c in backend.generate([s.request for s in chunk], params)]
+
+
+def judged_label(answer: Assessment) -> Label | None:
+    """The label an answer gave; None when none could be read (it counts against agreement)."""
+    return None if answer.parse_error else Label(answer.label)

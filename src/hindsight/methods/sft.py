@@ -32,7 +32,13 @@ from typing import Any
 from hindsight.agent.critic import advice_task
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.agent.parser import parse_response
-from hindsight.agent.selfguide import SelfAssessor, logged_steps_to_judge, with_oracle_assessments
+from hindsight.agent.selfguide import (
+    SelfAssessor,
+    judge_logged_steps,
+    judged_label,
+    logged_steps_to_judge,
+    with_oracle_assessments,
+)
 from hindsight.algos.selfguide import Label, balanced_label_indices, label_agreement_stats
 from hindsight.configs import ConfigError, option
 from hindsight.logs import read_trajectories
@@ -178,17 +184,15 @@ def assessment_evaluator(config: SFTConfig, run: TrainingRun, model: TrainableMo
         steps = logged_steps_to_judge(held_out, assessor)
         if not steps:
             raise ConfigError(f"assessment_eval: no {config.env} step to judge in {config.assessment_eval!r}")
-        params = SamplingParams(temperature=0.0, max_new_tokens=assessor.max_new_tokens)
         model.activate("policy")
         answers: list[Assessment] = []
         with TrainingProgress(len(steps), "held-out assessments") as progress:
-            for first in range(0, len(steps), ASSESSMENT_BATCH):
-                chunk = steps[first : first + ASSESSMENT_BATCH]
-                answers += [assessor.parse(c) for c in model.sampler.generate([s.request for s in chunk], params)]
+            for judged in judge_logged_steps(model.sampler, assessor, steps, batch=ASSESSMENT_BATCH):
+                answers += judged
                 said_negative = sum(answer.label == Label.NEGATIVE.value for answer in answers)
-                for _ in chunk:
+                for _ in judged:
                     progress.advance(f"{said_negative} said negative")
-        predicted = [None if answer.parse_error else Label(answer.label) for answer in answers]
+        predicted = [judged_label(answer) for answer in answers]
         result = label_agreement_stats(predicted, [step.oracle for step in steps])
         by_trajectory: dict[str, list[dict[str, Any]]] = {}
         for step, answer, label in zip(steps, answers, predicted):
