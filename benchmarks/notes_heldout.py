@@ -99,14 +99,17 @@ def main(argv: list[str] | None = None) -> int:
     for issue in skipped:
         print(f"{issue}, skipped", file=sys.stderr)
 
+    # The prompts and the oracle's labels (a replay of every attempt) do not depend on the
+    # judge's token budget: built once, for every model.
+    steps = logged_steps_to_judge(held_out, build_pre_action("self-guide", args.max_new_tokens))
+    if not steps:
+        parser.exit(2, f"error: {args.held_out} has no step to judge (only first turns, or no trajectory)\n")
+
     from hindsight.llm import ModelError, load_model
 
     rows, records = [], []
     for judge in judges:
         assessor = build_pre_action("self-guide", judge.max_new_tokens)
-        steps = logged_steps_to_judge(held_out, assessor)
-        if not steps:
-            parser.exit(2, f"error: {args.held_out} has no step to judge (only first turns, or no trajectory)\n")
         try:
             backend = load_model(judge.spec)
         except ModelError as exc:

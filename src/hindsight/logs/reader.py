@@ -32,6 +32,7 @@ class LogIssue:
 
 IssueHandler = Callable[[LogIssue], None]
 
+
 def final_evaluation_log(split: str) -> str:
     """The name, under `trajectories/` and without its suffix, of a training run's final
     evaluation on `split` (what the run lifecycle writes)."""
