@@ -1,6 +1,7 @@
 """How honest are a model's Self-Guide notes on the same held-out steps? (docs/results.md, issue 49)
 
     python benchmarks/notes_heldout.py HELD_OUT MODEL... [--episodes 60] [--max-new-tokens 48] [--out FILE]
+        [--temperature 1 --samples K --seed S]
 
 HELD_OUT is a trajectory log, or a run folder, of logged attempts: issue 49 uses the start's
 held-out attempts (`runs/selfguide-informed/attempts-heldout`), on which its gate was judged.
@@ -16,10 +17,15 @@ the base model and the notes' token budget read from its config.yaml.
 Why fixed steps: the agreement a Self-Guide run logs each update is measured on the states its
 own rollouts visited, so it moves with the task mix and with the policy. Judging one set of
 steps with the start and with each arm's final policy tells whether training left the notes
-honest, on the same states. Printed: one row per model (agreement, the always-positive judge
-on the same steps, recall of the oracle's negative and positive steps, the share said
-negative, unreadable answers, whether the gate's rule still holds). `--out` writes one JSON
-line per model and step (the oracle's label, the note's label and text), to replay the table.
+honest, on the same states. Greedy notes are the gate's measure; a rollout samples its notes
+(temperature 1), so `--temperature 1 --samples K` draws K notes a step, seeded, to hold a
+model's sampled lean on fixed states against the lean its training log showed on its own
+states (the rates below are then over all K × steps notes).
+
+Printed: one row per model (agreement, the always-positive judge on the same steps, recall of
+the oracle's negative and positive steps, the share said negative, unreadable answers, whether
+the gate's rule still holds). `--out` writes one JSON line per model, sample and step (the
+oracle's label, the note's label and text), to replay the table.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ from hindsight.cli.main import quiet_third_party_warnings
 from hindsight.diagnostics.runs import read_run_config
 from hindsight.logs import read_trajectories
 from hindsight.types import Assessment
+
+
+SAMPLE_SEED_STRIDE = 100_000
 
 
 @dataclass(frozen=True)
@@ -84,10 +93,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=60, help="held-out trajectories judged (default 60, the gate's)")
     parser.add_argument("--max-new-tokens", type=int, default=48,
                         help="a note's token budget for a model given as a spec (a run's is its own; default 48)")
+    parser.add_argument("--temperature", type=float, default=0.0,
+                        help="0 (default) judges greedily, as the gate did; above 0 samples the notes")
+    parser.add_argument("--samples", type=int, default=1, help="notes drawn a step (only when sampling; default 1)")
+    parser.add_argument("--seed", type=int, default=0, help="the sampled notes' seed (default 0)")
     parser.add_argument("--out", type=Path, help="write every judged step here (JSON lines)")
     args = parser.parse_args(argv)
-    if args.episodes < 1 or args.max_new_tokens < 1:
-        parser.error("--episodes and --max-new-tokens must be at least 1")
+    if args.episodes < 1 or args.max_new_tokens < 1 or args.samples < 1:
+        parser.error("--episodes, --max-new-tokens and --samples must be at least 1")
+    if args.temperature < 0:
+        parser.error("--temperature must be at least 0")
+    if args.samples > 1 and args.temperature == 0:
+        parser.error("--samples above 1 needs --temperature above 0: greedy notes are the same every time")
     if not args.held_out.exists():
         parser.error(f"no such log or run folder: {args.held_out}")
     try:
@@ -115,15 +132,19 @@ def main(argv: list[str] | None = None) -> int:
         except ModelError as exc:
             parser.exit(2, f"error: {judge.name}: {exc}\n")
         answers: list[Assessment] = []
-        for judged in judge_logged_steps(backend, assessor, steps):
-            answers += judged
-            print(f"{judge.name}: {len(answers)}/{len(steps)} steps judged", file=sys.stderr, flush=True)
+        for sample in range(args.samples):
+            # Seeds far apart, so no two samples' batches share one.
+            for judged in judge_logged_steps(backend, assessor, steps, temperature=args.temperature,
+                                             seed=args.seed + SAMPLE_SEED_STRIDE * sample):
+                answers += judged
+                print(f"{judge.name}: {len(answers)}/{len(steps) * args.samples} notes", file=sys.stderr, flush=True)
+        judged_steps = [(sample, step) for sample in range(args.samples) for step in steps]
         predicted = [judged_label(answer) for answer in answers]
-        oracle = [step.oracle for step in steps]
+        oracle = [step.oracle for _, step in judged_steps]
         rows.append(row(judge.name, label_agreement_stats(predicted, oracle), positive_recall(predicted, oracle)))
-        records += [{"model": judge.name, "trajectory": step.trajectory.id, "at": step.at, "oracle": step.oracle.value,
-                     "label": label and label.value, "text": answer.text}
-                    for step, answer, label in zip(steps, answers, predicted)]
+        records += [{"model": judge.name, "sample": sample, "trajectory": step.trajectory.id, "at": step.at,
+                     "oracle": step.oracle.value, "label": label and label.value, "text": answer.text}
+                    for (sample, step), answer, label in zip(judged_steps, answers, predicted)]
     print("\n".join(HEADER + rows))
     if args.out:
         args.out.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")

@@ -831,6 +831,30 @@ def test_notes_heldout_judges_the_same_steps_for_every_model_and_holds_them_agai
     assert {r["label"] for r in records[:n]} == {"negative"} and {r["label"] for r in records[n:]} == {None}
 
 
+def test_notes_heldout_samples_k_notes_a_step_and_pools_them(tmp_path, capsys):
+    import notes_heldout
+
+    from hindsight.agent.selfguide import oracle_labels
+    from hindsight.algos.selfguide import Label
+
+    attempts = _random_attempts(tmp_path / "held-out")
+    oracle = [label for t in attempts for label in oracle_labels(t) if label is not None]
+    n, negatives = len(oracle), sum(label == Label.NEGATIVE for label in oracle)
+    # The scripted judge answers in order: every note of the first sample negative, of the second positive.
+    script = tmp_path / "two-minds.json"
+    script.write_text(json.dumps(["Reason: no.\nLabel: negative"] * n + ["Reason: yes.\nLabel: positive"] * n))
+    out = tmp_path / "judged.jsonl"
+    assert notes_heldout.main([str(tmp_path / "held-out"), f"scripted:{script}", "--temperature", "1",
+                               "--samples", "2", "--seed", "3", "--out", str(out)]) == 0
+    # Each sample agrees exactly where the other does not, so every pooled rate is one half.
+    always = 1 - negatives / n
+    assert f"| scripted:{script} | {2 * n} | 0.500 | {always:.3f} | 0.500 | 0.500 | 0.500 | 0.000 |" in capsys.readouterr().out
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["sample"] for r in records] == [0] * n + [1] * n
+    assert [(r["trajectory"], r["at"]) for r in records[:n]] == [(r["trajectory"], r["at"]) for r in records[n:]]
+    assert {r["label"] for r in records[:n]} == {"negative"} and {r["label"] for r in records[n:]} == {"positive"}
+
+
 def test_notes_heldout_refuses_what_it_cannot_judge(tmp_path, capsys):
     import notes_heldout
 
@@ -840,7 +864,9 @@ def test_notes_heldout_refuses_what_it_cannot_judge(tmp_path, capsys):
     for argv, message in (([str(tmp_path / "missing"), "smollm2"], "no such log or run folder"),
                           ([str(tmp_path / "held-out"), str(tmp_path / "run")], "names no model"),
                           ([str(tmp_path / "held-out"), "scripted:/no/such/script.json"], "script file not found"),
-                          ([str(tmp_path / "held-out"), "smollm2", "--episodes", "0"], "at least 1")):
+                          ([str(tmp_path / "held-out"), "smollm2", "--episodes", "0"], "at least 1"),
+                          ([str(tmp_path / "held-out"), "smollm2", "--samples", "2"], "needs --temperature"),
+                          ([str(tmp_path / "held-out"), "smollm2", "--temperature", "-1"], "at least 0")):
         with pytest.raises(SystemExit) as exit_info:
             notes_heldout.main(argv)
         assert exit_info.value.code == 2 and message in capsys.readouterr().err

@@ -4,8 +4,8 @@ import pytest
 
 from hindsight.agent.engine import RolloutConfig, RolloutEngine, Task
 from hindsight.agent.selfguide import (
-    Repeats, SelfAssessor, label_agreement, logged_steps_to_judge, oracle_labels, parse_assessment, repeats_after_stuck,
-    with_oracle_assessments,
+    Repeats, SelfAssessor, judge_logged_steps, label_agreement, logged_steps_to_judge, oracle_labels, parse_assessment,
+    repeats_after_stuck, with_oracle_assessments,
 )
 from hindsight.algos.selfguide import Label
 from hindsight.envs import make
@@ -137,3 +137,20 @@ def test_logged_steps_are_judged_where_a_rollout_would_judge_them():
         assert step.request.messages == assessor.prompt(step.trajectory.instruction, history,
                                                         step.trajectory.steps[step.at].observation)
     assert {step.oracle for step in steps} == {Label.POSITIVE, Label.NEGATIVE}
+
+
+@pytest.mark.parametrize("temperature, seed", [(0.0, 7), (1.0, 7), (1.0, None)])
+def test_logged_steps_are_judged_greedily_unless_sampled_and_each_sampled_batch_has_its_own_seed(temperature, seed):
+    trajectories = oracle_runs([1, 2, 3])
+    assessor = SelfAssessor(max_new_tokens=24)
+    steps = logged_steps_to_judge(trajectories, assessor)
+    backend = RecordingBackend(lambda request: "Reason: closer.\nLabel: positive")
+    judged = list(judge_logged_steps(backend, assessor, steps, batch=2, temperature=temperature, seed=seed))
+    batches = -(-len(steps) // 2)
+    assert batches >= 2 and backend.batch_sizes == [len(answers) for answers in judged]
+    assert sum(backend.batch_sizes) == len(steps) and len(judged) == batches
+    sampled_with_seed = temperature > 0 and seed is not None
+    assert [params.seed for params in backend.params] == ([seed + k for k in range(batches)] if sampled_with_seed
+                                                          else [None] * batches)
+    assert {(params.temperature, params.max_new_tokens) for params in backend.params} == {(temperature, 24)}
+    assert all(answer.label == Label.POSITIVE for answers in judged for answer in answers)

@@ -279,15 +279,19 @@ def logged_steps_to_judge(trajectories: Sequence[Trajectory], assessor: SelfAsse
 
 
 def judge_logged_steps(backend: ModelBackend, assessor: SelfAssessor, steps: Sequence[LoggedStep], *,
-                       batch: int = 32) -> Iterator[list[Assessment]]:
-    """The backend's greedy assessments of the logged steps, in order, one list per `batch` steps.
+                       batch: int = 32, temperature: float = 0.0,
+                       seed: int | None = None) -> Iterator[list[Assessment]]:
+    """The backend's assessments of the logged steps, in order, one list per `batch` steps.
 
     Every model judged gets the same steps and prompts, so two adapters' notes compare on
-    fixed states rather than on the states their own rollouts happened to visit. Batches are
-    yielded as they finish, so a caller can show progress.
+    fixed states rather than on the states their own rollouts happened to visit. Greedy by
+    default (the gate's measure); with `temperature > 0` the notes are sampled as in a rollout,
+    the k-th batch with `seed + k` when a seed is given, so a sampled judgement replays.
+    Batches are yielded as they finish, so a caller can show progress.
     """
-    params = SamplingParams(temperature=0.0, max_new_tokens=assessor.max_new_tokens)
-    for first in range(0, len(steps), batch):
+    for k, first in enumerate(range(0, len(steps), batch)):
+        params = SamplingParams(temperature=temperature, max_new_tokens=assessor.max_new_tokens,
+                                seed=None if seed is None or temperature == 0 else seed + k)
         chunk = steps[first : first + batch]
         yield [assessor.parse(c) for c in backend.generate([s.request for s in chunk], params)]
 
