@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -122,38 +123,60 @@ def sharpening_rows(trajectories, drop_zero_variance: bool) -> list[str]:
     return rows
 
 
-def agreement_rows(trajectories) -> list[str]:
-    """Per update: the label agreement of the scored turns, the always-"positive" judge's on the
-    same turns, and which way the notes lean: the share of the oracle's positive turns called
-    positive, of its negative turns called negative, and of all scored turns called negative."""
-    per_update: dict = defaultdict(Counter)  # (oracle label, note label) -> turns
+@dataclass(frozen=True)
+class ScoredTurn:
+    """A note the oracle can check: the oracle's label of the step it judged and the note's
+    label, with what the note's episode trained with."""
+
+    update: int | None
+    oracle: str  # "positive" or "negative"
+    label: str  # the note's label as parsed ("neutral" included)
+    advantage: float
+    moves: int  # the episode's, for trajectory_mean's weight
+
+
+def scored_turns(trajectories) -> list[ScoredTurn]:
+    """The turns `label_agreement` compares, replaying each Self-Guide episode's oracle once."""
+    turns = []
     for t in trajectories:
         if all(step.assessment is None for step in t.steps):
             continue  # not a Self-Guide episode: nothing to compare, so no replay
-        # The turns `label_agreement` compares, with the oracle replayed once for every count.
         for step, expected in zip(t.steps, oracle_labels(t)):
             if expected is None or step.assessment is None or step.assessment.label is None:
                 continue
-            per_update[t.meta.get("update")][expected.value, step.assessment.label] += 1
-    if not per_update:
+            turns.append(ScoredTurn(t.meta.get("update"), expected.value, step.assessment.label,
+                                    advantage_of(t), len(t.steps)))
+    return turns
+
+
+def by_update(turns: list[ScoredTurn]) -> list[tuple[int | None, list[ScoredTurn]]]:
+    groups = defaultdict(list)
+    for turn in turns:
+        groups[turn.update].append(turn)
+    return sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0]))
+
+
+def agreement_rows(turns: list[ScoredTurn]) -> list[str]:
+    """Per update: the label agreement of the scored turns, the always-"positive" judge's on the
+    same turns, and which way the notes lean: the share of the oracle's positive turns called
+    positive, of its negative turns called negative, and of all scored turns called negative."""
+    if not turns:
         return []
     rows = ["| update | scored turns | label agreement | always \"positive\" | oracle-positive turns called "
             "positive | oracle-negative turns called negative | called negative |", "|---|---|---|---|---|---|---|"]
-    for update, turns in sorted(per_update.items(), key=lambda kv: (kv[0] is None, kv[0])):
-        compared = sum(turns.values())
-        agreed = sum(n for (expected, label), n in turns.items() if expected == label)
-        said_negative = sum(n for (_, label), n in turns.items() if label == "negative")
-        of_kind = Counter()  # oracle label -> turns
-        for (expected, _), n in turns.items():
-            of_kind[expected] += n
-        recalls = [f"{turns[kind, kind] / of_kind[kind]:.2f} of {of_kind[kind]}" if of_kind[kind] else "–"
+    for update, group in by_update(turns):
+        agreed = sum(turn.label == turn.oracle for turn in group)
+        said_negative = sum(turn.label == "negative" for turn in group)
+        of_kind = Counter(turn.oracle for turn in group)
+        right = Counter(turn.oracle for turn in group if turn.label == turn.oracle)
+        recalls = [f"{right[kind] / of_kind[kind]:.2f} of {of_kind[kind]}" if of_kind[kind] else "–"
                    for kind in ("positive", "negative")]
-        rows.append(f"| {update} | {compared} | {agreed / compared:.3f} | {of_kind['positive'] / compared:.3f} | "
-                    f"{recalls[0]} | {recalls[1]} | {said_negative / compared:.2f} |")
+        rows.append(f"| {update} | {len(group)} | {agreed / len(group):.3f} | {of_kind['positive'] / len(group):.3f} | "
+                    f"{recalls[0]} | {recalls[1]} | {said_negative / len(group):.2f} |")
     return rows
 
 
-def label_push_rows(trajectories, aggregation: Aggregation) -> list[str]:
+def label_push_rows(turns: list[ScoredTurn], aggregation: Aggregation) -> list[str]:
     """Per update: which way the policy gradient pushed the notes' label token, before any reward
     for the label and after.
 
@@ -164,28 +187,20 @@ def label_push_rows(trajectories, aggregation: Aggregation) -> list[str]:
     said "positive", here per trained scored turn. It is split by the oracle's label: a push
     toward "negative" on turns the oracle calls positive is a drift away from the truth.
     """
-    per_update: dict = defaultdict(lambda: defaultdict(float))  # (oracle label) -> net push; "turns" -> n
-    for t in trajectories:
-        advantage = advantage_of(t)
-        if not advantage or all(step.assessment is None for step in t.steps):
-            continue
-        weight = push_per_move(advantage, len(t.steps), aggregation)
-        for step, expected in zip(t.steps, oracle_labels(t)):
-            label = step.assessment.label if step.assessment is not None else None
-            if expected is None or label not in ("positive", "negative"):
-                continue
-            pushes = per_update[t.meta.get("update")]
-            pushes[expected.value] += weight if label == "negative" else -weight
-            pushes[f"turns {expected.value}"] += 1
-    if not per_update:
+    trained = [turn for turn in turns if turn.advantage and turn.label in ("positive", "negative")]
+    if not trained:
         return []
     rows = [f"| update | trained scored turns | net push toward \"negative\" per turn ({aggregation.value}), "
             "oracle-positive turns | same, oracle-negative turns |", "|---|---|---|---|"]
-    for update, pushes in sorted(per_update.items(), key=lambda kv: (kv[0] is None, kv[0])):
-        cells = [f"{pushes[kind] / pushes[f'turns {kind}']:+.3f} of {int(pushes[f'turns {kind}'])}"
-                 if pushes[f"turns {kind}"] else "–" for kind in ("positive", "negative")]
-        turns = int(pushes["turns positive"] + pushes["turns negative"])
-        rows.append(f"| {update} | {turns} | {cells[0]} | {cells[1]} |")
+    for update, group in by_update(trained):
+        push, count = Counter(), Counter()  # oracle label -> net push toward "negative", turns
+        for turn in group:
+            weight = push_per_move(turn.advantage, turn.moves, aggregation)
+            push[turn.oracle] += weight if turn.label == "negative" else -weight
+            count[turn.oracle] += 1
+        cells = [f"{push[kind] / count[kind]:+.3f} of {count[kind]}" if count[kind] else "–"
+                 for kind in ("positive", "negative")]
+        rows.append(f"| {update} | {len(group)} | {cells[0]} | {cells[1]} |")
     return rows
 
 
@@ -275,10 +290,10 @@ def main() -> None:
         print(f"## {run}\n")
         print("\n".join(advantage_rows(trajectories, aggregation)))
         print("\n" + "\n".join(sharpening_rows(trajectories, bool(read_run_config(run).get("drop_zero_variance")))))
-        agreement = agreement_rows(trajectories)
-        if agreement:
-            print("\n" + "\n".join(agreement))
-            print("\n" + "\n".join(label_push_rows(trajectories, aggregation)))
+        turns = scored_turns(trajectories)
+        if turns:
+            print("\n" + "\n".join(agreement_rows(turns)))
+            print("\n" + "\n".join(label_push_rows(turns, aggregation)))
         guidance = guidance_rows(trajectories)
         if guidance:
             print("\n" + "\n".join(guidance))

@@ -284,7 +284,7 @@ def test_grpo_signals_splits_the_advantage_per_move_by_how_episodes_ended(tmp_pa
     rows = grpo_signals.advantage_rows(episodes, Aggregation.TOKEN_MEAN)
     assert "| failed by the env | 1 | 2.0 | -1.00 | -1.000 |" in rows
     assert "| failed at the budget | 1 | 10.0 | -1.00 | -1.000 |" in rows
-    assert grpo_signals.agreement_rows(episodes) == []  # no self-assessments: no agreement table
+    assert grpo_signals.scored_turns(episodes) == []  # no self-assessments: no agreement table
     sys_argv = sys.argv
     sys.argv = ["grpo_signals", str(tmp_path / "missing-run")]
     try:
@@ -377,7 +377,7 @@ def test_grpo_signals_shows_which_way_the_notes_lean():
     gloomy = [replace(t, meta={"update": 2}, steps=tuple(
         replace(step, assessment=replace(step.assessment, label="negative")) for step in t.steps)) for t in honest]
     turns = sum(t.num_steps - 1 for t in planned)
-    rows = grpo_signals.agreement_rows(honest + gloomy)
+    rows = grpo_signals.agreement_rows(grpo_signals.scored_turns(honest + gloomy))
     assert turns > 0
     assert f"| 1 | {turns} | 1.000 | 1.000 | 1.00 of {turns} | – | 0.00 |" in rows
     assert f"| 2 | {turns} | 0.000 | 1.000 | 0.00 of {turns} | – | 1.00 |" in rows
@@ -405,15 +405,15 @@ def test_grpo_signals_shows_which_way_the_gradient_pushed_the_notes_label():
                 replace(down, meta={"update": 1, "grpo": {"advantage": -1.0}}),
                 replace(gloomy[0], meta={"update": 2, "grpo": {"advantage": 0.5}}),
                 replace(gloomy[1], meta={"update": 3, "grpo": {"advantage": 0.0}})]  # no gradient: left out
-    rows = grpo_signals.label_push_rows(episodes, Aggregation.TOKEN_MEAN)
+    rows = grpo_signals.label_push_rows(grpo_signals.scored_turns(episodes), Aggregation.TOKEN_MEAN)
     # A "positive" label raised (+1) pushes away from "negative"; one lowered (−1) toward it.
     assert f"| 1 | {sum(turns)} | {(turns[1] - turns[0]) / sum(turns):+.3f} of {sum(turns)} | – |" in rows
     assert f"| 2 | {turns[0]} | +0.500 of {turns[0]} | – |" in rows
     assert not any(row.startswith("| 3 |") for row in rows)
     # Under trajectory_mean an episode's weight is spread over its moves.
-    spread = grpo_signals.label_push_rows(episodes[2:3], Aggregation.TRAJECTORY_MEAN)
+    spread = grpo_signals.label_push_rows(grpo_signals.scored_turns(episodes[2:3]), Aggregation.TRAJECTORY_MEAN)
     assert f"| 2 | {turns[0]} | {0.5 / planned[0].num_steps:+.3f} of {turns[0]} | – |" in spread
-    assert grpo_signals.label_push_rows(planned, Aggregation.TOKEN_MEAN) == []  # no notes: no table
+    assert grpo_signals.label_push_rows(grpo_signals.scored_turns(planned), Aggregation.TOKEN_MEAN) == []  # no notes: no table
 
 
 def test_grpo_signals_refuses_a_run_whose_aggregation_it_does_not_know(tmp_path, monkeypatch, capsys):
