@@ -26,6 +26,7 @@ from pathlib import Path
 
 from hindsight.envs import Env, EnvError, make
 from hindsight.logs import LogIssue, read_metrics, read_trajectories
+from hindsight.logs.schema import METRICS_FILE
 from learning_table import RULES, MoveShares, episode_shares, rule_solves
 from tables import quiet_closed_pipe
 
@@ -80,7 +81,7 @@ def blocks(run: Path, size: int, on_issue: Callable[[LogIssue], None]) -> list[B
         solved = {name: rule_solves(lake, first, safe, env.max_steps) for name, (first, safe) in RULES.items()}
         grouped.setdefault((update - 1) // size, []).append(
             Rollout(update, trajectory.success, shares, reached == trajectory.success, solved))
-    metrics = run / "metrics.jsonl"
+    metrics = run / METRICS_FILE
     entropy = {int(row["step"]): float(row["tide/action_entropy"])
                for row in (read_metrics(metrics, on_issue) if metrics.is_file() else []) if "tide/action_entropy" in row}
     result = []

@@ -30,11 +30,12 @@ import yaml
 
 from hindsight.configs import ConfigError, from_mapping, parse_overrides
 from hindsight.logs.checkpoints import STATE_FILE, checkpoint_dir
+from hindsight.logs.schema import METRICS_FILE
 from hindsight.methods.grpo import GRPOConfig
 
 #: The config keys a fork may change: together they decide λ(u) and nothing else.
 SCHEDULE_KEYS = frozenset({"guidance_reward", "trust_start", "trust_full", "trust_hold_until", "trust_end"})
-LOGS = ("metrics.jsonl", "trajectories/train.jsonl")
+LOGS = (METRICS_FILE, "trajectories/train.jsonl")
 
 
 class ForkError(Exception):
@@ -54,7 +55,7 @@ def read_config(run: Path) -> tuple[dict, GRPOConfig]:
 def logged_weights(run: Path, step: int) -> dict[int, float]:
     """λ of every update up to `step` as the source's metrics log recorded it (updates that logged one)."""
     weights = {}
-    for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
+    for line in (run / METRICS_FILE).read_text(encoding="utf-8").splitlines():
         try:
             row = json.loads(line)
         except json.JSONDecodeError:

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from hindsight.logs import read_metrics
+from hindsight.logs.schema import METRICS_FILE
 
 
 def updates_and_wall(run: Path) -> tuple[int, float]:
@@ -31,7 +32,7 @@ def updates_and_wall(run: Path) -> tuple[int, float]:
 
 def run_line(run: Path) -> str:
     """`NAME: U updates, W s, test success S, mean score M` for one run folder."""
-    if not (run / "metrics.jsonl").exists():  # stopped at the budget while still loading the model
+    if not (run / METRICS_FILE).exists():  # stopped at the budget while still loading the model
         return f"{run.name}: started, no update logged yet"
     updates, wall = updates_and_wall(run)
     head = f"{run.name}: {updates} updates, {wall:.0f} s"

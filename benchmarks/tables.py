@@ -27,6 +27,7 @@ from hindsight.cli.outcomes import replay_run
 from hindsight.logs import read_metrics, read_trajectories
 from hindsight.logs.importers import episode_ending
 from hindsight.logs.outcomes import Outcome, outcomes_from_trajectories, outcomes_path, read_outcomes
+from hindsight.logs.schema import METRICS_FILE
 from hindsight.stats import paired_difference
 
 LABELS = ("s0", "s1", "s2")
@@ -105,7 +106,7 @@ def shown_label(label: str) -> str:
 
 def metric_rows(run: Path) -> list[dict]:
     """A run's metrics rows (a live `metrics.jsonl` or a kept `metrics.jsonl.gz`); none while it has neither."""
-    for name in ("metrics.jsonl", "metrics.jsonl.gz"):
+    for name in (METRICS_FILE, METRICS_FILE + ".gz"):
         if (run / name).exists():
             return read_metrics(run / name)
     return []
