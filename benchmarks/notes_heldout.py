@@ -2,6 +2,7 @@
 
     python benchmarks/notes_heldout.py HELD_OUT MODEL... [--episodes 60] [--max-new-tokens 48] [--out FILE]
         [--temperature 1 --samples K --seed S]
+    python benchmarks/notes_heldout.py --replay FILE...   # the tables again, from earlier --out files
 
 HELD_OUT is a trajectory log, or a run folder, of logged attempts: issue 49 uses the start's
 held-out attempts (`runs/selfguide-informed/attempts-heldout`), on which its gate was judged.
@@ -24,21 +25,26 @@ states (the rates below are then over all K × steps notes).
 
 Printed: one row per model (agreement, the always-positive judge on the same steps, recall of
 the oracle's negative and positive steps, the share said negative, unreadable answers, whether
-the gate's rule still holds). `--out` writes one JSON line per model, sample and step (the
-oracle's label, the note's label and text), to replay the table.
+the gate's rule still holds); then, for every model after the first, its difference from the
+first in agreement and in the two recalls, paired over the same steps, with a 95% interval from
+resampling the held-out trajectories (2,000 draws: a trajectory's steps are not independent).
+`--out` writes one JSON line per model, sample and step (the oracle's label, the note's label
+and text); `--replay` reads such files, from one run or several (one model each, say), and
+prints both tables without loading a model.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from hindsight.agent.selfguide import judge_logged_steps, judged_label, logged_steps_to_judge
 from hindsight.agent.writers import build_pre_action
-from hindsight.algos.selfguide import Label, LabelAgreement, label_agreement_stats
+from hindsight.algos.selfguide import Label, label_agreement_stats
 from hindsight.cli.main import quiet_third_party_warnings
 from hindsight.diagnostics.runs import read_run_config
 from hindsight.logs import read_trajectories
@@ -73,23 +79,129 @@ def positive_recall(predicted: list[Label | None], oracle: list[Label]) -> float
     return sum(p == Label.POSITIVE for p in said) / len(said) if said else None
 
 
-def row(name: str, stats: LabelAgreement, recall_positive: float | None) -> str:
+@dataclass(frozen=True)
+class JudgedNote:
+    """One note a model wrote on one held-out step (a line of `--out`)."""
+
+    model: str
+    sample: int
+    trajectory: str
+    at: int
+    oracle: Label
+    label: Label | None  # None: unreadable
+    text: str
+
+    def record(self) -> dict:
+        return {"model": self.model, "sample": self.sample, "trajectory": self.trajectory, "at": self.at,
+                "oracle": self.oracle.value, "label": self.label and self.label.value, "text": self.text}
+
+    @classmethod
+    def from_record(cls, record: dict) -> JudgedNote:
+        label = record["label"]
+        return cls(str(record["model"]), int(record.get("sample", 0)), str(record["trajectory"]), int(record["at"]),
+                   Label(record["oracle"]), None if label is None else Label(label), str(record["text"]))
+
+
+def by_model(notes: list[JudgedNote]) -> dict[str, list[JudgedNote]]:
+    models: dict[str, list[JudgedNote]] = {}
+    for note in notes:
+        models.setdefault(note.model, []).append(note)
+    return models
+
+
+def row(name: str, notes: list[JudgedNote]) -> str:
     def share(value: float | None) -> str:
         return "–" if value is None else f"{value:.3f}"
 
+    predicted, oracle = [n.label for n in notes], [n.oracle for n in notes]
+    stats = label_agreement_stats(predicted, oracle)
     return (f"| {name} | {stats.steps} | {stats.agreement:.3f} | {stats.always_positive:.3f} | "
-            f"{share(stats.negative_recall)} | {share(recall_positive)} | {stats.said_negative:.3f} | "
-            f"{stats.unreadable:.3f} | {'yes' if stats.passes_gate else 'no'} |")
+            f"{share(stats.negative_recall)} | {share(positive_recall(predicted, oracle))} | "
+            f"{stats.said_negative:.3f} | {stats.unreadable:.3f} | {'yes' if stats.passes_gate else 'no'} |")
 
 
 HEADER = ["| model | steps | agreement | always \"positive\" | negative recall | positive recall | said negative | "
           "unreadable | gate's rule holds |", "|---|---|---|---|---|---|---|---|---|"]
 
+# Per trajectory: notes that agree, notes; oracle-negative notes called negative, oracle-negative
+# notes; the same for positive. The three rates are ratios of these sums.
+_COUNTS = 6
+
+
+def trajectory_counts(notes: list[JudgedNote]) -> dict[str, list[int]]:
+    counts: dict[str, list[int]] = {}
+    for note in notes:
+        c = counts.setdefault(note.trajectory, [0] * _COUNTS)
+        c[0] += note.label == note.oracle
+        c[1] += 1
+        kind = {Label.NEGATIVE: 2, Label.POSITIVE: 4}.get(note.oracle)
+        if kind is not None:
+            c[kind] += note.label == note.oracle
+            c[kind + 1] += 1
+    return counts
+
+
+def rates(totals: list[int]) -> list[float | None]:
+    return [totals[i] / totals[i + 1] if totals[i + 1] else None for i in (0, 2, 4)]
+
+
+def paired_rows(first: str, models: dict[str, list[JudgedNote]], *, draws: int = 2000, seed: int = 0) -> list[str]:
+    """Each later model minus the first: agreement, negative recall and positive recall on the
+    same steps, with a percentile interval from resampling trajectories (both models' notes on
+    a drawn trajectory go together)."""
+    base = trajectory_counts(models[first])
+    steps = {(n.trajectory, n.at) for n in models[first]}
+    rows = [f"| model − {first} | agreement | negative recall | positive recall |", "|---|---|---|---|"]
+    rng = random.Random(seed)
+    for name, notes in models.items():
+        if name == first:
+            continue
+        if {(n.trajectory, n.at) for n in notes} != steps:
+            raise ValueError(f"{name} judged other steps than {first}: no pairing")
+        other = trajectory_counts(notes)
+        ids = sorted(base)
+
+        def difference(drawn: list[str]) -> list[float | None]:
+            a = rates([sum(base[t][i] for t in drawn) for i in range(_COUNTS)])
+            b = rates([sum(other[t][i] for t in drawn) for i in range(_COUNTS)])
+            return [None if x is None or y is None else y - x for x, y in zip(a, b)]
+
+        point = difference(ids)
+        resampled = [difference(rng.choices(ids, k=len(ids))) for _ in range(draws)]
+        cells = []
+        for i, value in enumerate(point):
+            spread = sorted(d[i] for d in resampled if d[i] is not None)
+            if value is None or not spread:
+                cells.append("–")
+                continue
+            low, high = spread[int(0.025 * (len(spread) - 1))], spread[int(0.975 * (len(spread) - 1))]
+            cells.append(f"{value + 0.0:+.3f} [{low + 0.0:+.3f}, {high + 0.0:+.3f}]")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def print_tables(notes: list[JudgedNote]) -> None:
+    models = by_model(notes)
+    print("\n".join(HEADER + [row(name, judged) for name, judged in models.items()]))
+    if len(models) > 1:
+        print("\n" + "\n".join(paired_rows(next(iter(models)), models)))
+
+
+def replay(files: list[Path]) -> list[JudgedNote]:
+    notes = []
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            try:
+                notes.append(JudgedNote.from_record(json.loads(line)))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"{path}:{number}: not a judged note ({exc})") from None
+    return notes
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("held_out", type=Path, help="logged attempts: a trajectory log or a run folder")
-    parser.add_argument("models", nargs="+", help="model specs, or training runs (their latest checkpoint)")
+    parser.add_argument("held_out", type=Path, nargs="?", help="logged attempts: a trajectory log or a run folder")
+    parser.add_argument("models", nargs="*", help="model specs, or training runs (their latest checkpoint)")
     parser.add_argument("--episodes", type=int, default=60, help="held-out trajectories judged (default 60, the gate's)")
     parser.add_argument("--max-new-tokens", type=int, default=48,
                         help="a note's token budget for a model given as a spec (a run's is its own; default 48)")
@@ -98,7 +210,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=1, help="notes drawn a step (only when sampling; default 1)")
     parser.add_argument("--seed", type=int, default=0, help="the sampled notes' seed (default 0)")
     parser.add_argument("--out", type=Path, help="write every judged step here (JSON lines)")
+    parser.add_argument("--replay", type=Path, nargs="+", metavar="FILE", help="print the tables from --out files")
     args = parser.parse_args(argv)
+    if args.replay:
+        if args.held_out or args.models:
+            parser.error("--replay reads judged notes; give no held-out log or model with it")
+        missing = [str(path) for path in args.replay if not path.is_file()]
+        if missing:
+            parser.error(f"no such file: {', '.join(missing)}")
+        try:
+            notes = replay(args.replay)
+            if not notes:
+                parser.error("the --replay files hold no judged note")
+            print_tables(notes)
+        except ValueError as exc:
+            parser.exit(2, f"error: {exc}\n")
+        return 0
+    if args.held_out is None or not args.models:
+        parser.error("give the held-out attempts and at least one model (or --replay FILE...)")
     if args.episodes < 1 or args.max_new_tokens < 1 or args.samples < 1:
         parser.error("--episodes, --max-new-tokens and --samples must be at least 1")
     if args.temperature < 0:
@@ -124,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from hindsight.llm import ModelError, load_model
 
-    rows, records = [], []
+    notes: list[JudgedNote] = []
     for judge in judges:
         assessor = build_pre_action("self-guide", judge.max_new_tokens)
         try:
@@ -139,15 +268,11 @@ def main(argv: list[str] | None = None) -> int:
                 answers += judged
                 print(f"{judge.name}: {len(answers)}/{len(steps) * args.samples} notes", file=sys.stderr, flush=True)
         judged_steps = [(sample, step) for sample in range(args.samples) for step in steps]
-        predicted = [judged_label(answer) for answer in answers]
-        oracle = [step.oracle for _, step in judged_steps]
-        rows.append(row(judge.name, label_agreement_stats(predicted, oracle), positive_recall(predicted, oracle)))
-        records += [{"model": judge.name, "sample": sample, "trajectory": step.trajectory.id, "at": step.at,
-                     "oracle": step.oracle.value, "label": label and label.value, "text": answer.text}
-                    for (sample, step), answer, label in zip(judged_steps, answers, predicted)]
-    print("\n".join(HEADER + rows))
+        notes += [JudgedNote(judge.name, sample, step.trajectory.id, step.at, step.oracle, judged_label(answer),
+                             answer.text) for (sample, step), answer in zip(judged_steps, answers)]
     if args.out:
-        args.out.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+        args.out.write_text("".join(json.dumps(note.record()) + "\n" for note in notes), encoding="utf-8")
+    print_tables(notes)
     return 0
 
 

@@ -829,6 +829,12 @@ def test_notes_heldout_judges_the_same_steps_for_every_model_and_holds_them_agai
     assert len(records) == 2 * n
     assert [r["oracle"] for r in records[:n]] == [label.value for label in oracle]
     assert {r["label"] for r in records[:n]} == {"negative"} and {r["label"] for r in records[n:]} == {None}
+    # Paired against the first model: the mute judge loses every agreement the gloomy one had.
+    assert f"| scripted:{mute} | {-share:+.3f} [" in table
+    assert "| -1.000 [-1.000, -1.000] | +0.000 [+0.000, +0.000] |" in table
+    # --replay prints the same tables from the written notes, without a model.
+    assert notes_heldout.main(["--replay", str(out)]) == 0
+    assert capsys.readouterr().out == table
 
 
 def test_notes_heldout_samples_k_notes_a_step_and_pools_them(tmp_path, capsys):
@@ -867,6 +873,20 @@ def test_notes_heldout_refuses_what_it_cannot_judge(tmp_path, capsys):
                           ([str(tmp_path / "held-out"), "smollm2", "--episodes", "0"], "at least 1"),
                           ([str(tmp_path / "held-out"), "smollm2", "--samples", "2"], "needs --temperature"),
                           ([str(tmp_path / "held-out"), "smollm2", "--temperature", "-1"], "at least 0")):
+        with pytest.raises(SystemExit) as exit_info:
+            notes_heldout.main(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"model": "m", "trajectory": "t", "at": 1, "oracle": "positive", "label": null, "text": ""}\n'
+                      '{"model": "m", "trajectory": "t", "at": 2, "oracle": "sure"}\n')
+    unpaired = tmp_path / "unpaired.jsonl"
+    unpaired.write_text("".join(json.dumps({"model": model, "trajectory": "t", "at": at, "oracle": "positive",
+                                            "label": "positive", "text": ""}) + "\n" for model, at in (("a", 1), ("b", 2))))
+    for argv, message in ((["--replay", str(broken)], f"{broken}:2: not a judged note"),
+                          (["--replay", str(tmp_path / "none.jsonl")], "no such file"),
+                          (["--replay", str(broken), str(tmp_path / "held-out")], "no such file"),
+                          ([str(tmp_path / "held-out")], "at least one model"),
+                          (["--replay", str(unpaired)], "judged other steps than a: no pairing")):
         with pytest.raises(SystemExit) as exit_info:
             notes_heldout.main(argv)
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
