@@ -29,8 +29,8 @@ the gate's rule still holds); then, for every model after the first, its differe
 first in agreement and in the two recalls, paired over the same steps, with a 95% interval from
 resampling the held-out trajectories (2,000 draws: a trajectory's steps are not independent).
 `--out` writes one JSON line per model, sample and step (the oracle's label, the note's label
-and text); `--replay` reads such files, from one run or several (one model each, say), and
-prints both tables without loading a model.
+and text); `--replay` reads such files, from one run or several (a model's notes pool across
+files), and prints both tables without loading a model.
 """
 
 from __future__ import annotations
