@@ -96,6 +96,11 @@ def episode_tokens(trajectory) -> int:
     return sum(len(step.token_ids) if step.token_ids else 1 for step in trajectory.steps)
 
 
+def update_order(update: int | None) -> tuple[bool, int | None]:
+    """Updates in order, with steps logged outside any update (None) last."""
+    return update is None, update
+
+
 def sharpening_rows(trajectories, drop_zero_variance: bool) -> list[str]:
     """Per update: the net advantage under token_mean and trajectory_mean, and the action entropy."""
     per_update = defaultdict(list)
@@ -108,7 +113,7 @@ def sharpening_rows(trajectories, drop_zero_variance: bool) -> list[str]:
             entropy[t.meta.get("update")].extend(step.action_entropies or ())
     rows = ["| update | episodes trained | net advantage, token_mean | net advantage, trajectory_mean | "
             "action entropy |", "|---|---|---|---|---|"]
-    for update in sorted(entropy, key=lambda u: (u is None, u)):
+    for update in sorted(entropy, key=update_order):
         trained = per_update.get(update, [])
         # An episode is its own unit; a log without ids still has distinct episodes.
         tokens, ids = [episode_tokens(t) for t in trained], [t.id or f"#{i}" for i, t in enumerate(trained)]
@@ -153,7 +158,7 @@ def by_update(turns: list[ScoredTurn]) -> list[tuple[int | None, list[ScoredTurn
     groups = defaultdict(list)
     for turn in turns:
         groups[turn.update].append(turn)
-    return sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0]))
+    return sorted(groups.items(), key=lambda kv: update_order(kv[0]))
 
 
 def agreement_rows(turns: list[ScoredTurn]) -> list[str]:

@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from hindsight.agent.selfguide import judge_logged_steps, judged_label, logged_steps_to_judge
 from hindsight.agent.writers import build_pre_action
@@ -128,10 +129,12 @@ HEADER = ["| model | steps | agreement | always \"positive\" | negative recall |
 _COUNTS = 6
 
 
-def trajectory_counts(notes: list[JudgedNote]) -> dict[str, list[int]]:
-    counts: dict[str, list[int]] = {}
+def trajectory_counts(notes: list[JudgedNote], ids: list[str]) -> np.ndarray:
+    """[T, 6] counts, one row per trajectory of `ids`, in that order."""
+    row_of = {trajectory: i for i, trajectory in enumerate(ids)}
+    counts = np.zeros((len(ids), _COUNTS), dtype=np.int64)
     for note in notes:
-        c = counts.setdefault(note.trajectory, [0] * _COUNTS)
+        c = counts[row_of[note.trajectory]]
         c[0] += note.label == note.oracle
         c[1] += 1
         kind = {Label.NEGATIVE: 2, Label.POSITIVE: 4}.get(note.oracle)
@@ -141,40 +144,45 @@ def trajectory_counts(notes: list[JudgedNote]) -> dict[str, list[int]]:
     return counts
 
 
-def rates(totals: list[int]) -> list[float | None]:
-    return [totals[i] / totals[i + 1] if totals[i + 1] else None for i in (0, 2, 4)]
+def rates(totals: np.ndarray) -> np.ndarray:
+    """[..., 6] summed counts -> [..., 3] agreement, negative recall, positive recall (NaN: no such step)."""
+    hits, of = totals[..., 0::2].astype(float), totals[..., 1::2].astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(of > 0, hits / np.where(of > 0, of, 1.0), np.nan)
+
+
+def bootstrap_differences(base: np.ndarray, other: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """The three rates of `other` minus those of `base`, per draw of trajectories.
+
+    base, other: [T, 6] counts on the same trajectories, row by row; draws: [D, T] row indices.
+    Returns [D, 3], NaN where a draw holds no step of a kind.
+    """
+    return rates(other[draws].sum(axis=1)) - rates(base[draws].sum(axis=1))
 
 
 def paired_rows(first: str, models: dict[str, list[JudgedNote]], *, draws: int = 2000, seed: int = 0) -> list[str]:
     """Each later model minus the first: agreement, negative recall and positive recall on the
     same steps, with a percentile interval from resampling trajectories (both models' notes on
     a drawn trajectory go together)."""
-    base = trajectory_counts(models[first])
     steps = {(n.trajectory, n.at) for n in models[first]}
+    ids = sorted({trajectory for trajectory, _ in steps})
+    base = trajectory_counts(models[first], ids)
+    drawn = np.random.default_rng(seed).integers(len(ids), size=(draws, len(ids)))
     rows = [f"| model − {first} | agreement | negative recall | positive recall |", "|---|---|---|---|"]
-    rng = random.Random(seed)
     for name, notes in models.items():
         if name == first:
             continue
         if {(n.trajectory, n.at) for n in notes} != steps:
             raise ValueError(f"{name} judged other steps than {first}: no pairing")
-        other = trajectory_counts(notes)
-        ids = sorted(base)
-
-        def difference(drawn: list[str]) -> list[float | None]:
-            a = rates([sum(base[t][i] for t in drawn) for i in range(_COUNTS)])
-            b = rates([sum(other[t][i] for t in drawn) for i in range(_COUNTS)])
-            return [None if x is None or y is None else y - x for x, y in zip(a, b)]
-
-        point = difference(ids)
-        resampled = [difference(rng.choices(ids, k=len(ids))) for _ in range(draws)]
+        other = trajectory_counts(notes, ids)
+        point = rates(other.sum(axis=0)) - rates(base.sum(axis=0))
+        resampled = bootstrap_differences(base, other, drawn)
         cells = []
-        for i, value in enumerate(point):
-            spread = sorted(d[i] for d in resampled if d[i] is not None)
-            if value is None or not spread:
+        for value, spread in zip(point, resampled.T):
+            if np.isnan(value) or np.isnan(spread).all():
                 cells.append("–")
                 continue
-            low, high = spread[int(0.025 * (len(spread) - 1))], spread[int(0.975 * (len(spread) - 1))]
+            low, high = np.nanquantile(spread, [0.025, 0.975])
             cells.append(f"{value + 0.0:+.3f} [{low + 0.0:+.3f}, {high + 0.0:+.3f}]")
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
     return rows

@@ -890,3 +890,32 @@ def test_notes_heldout_refuses_what_it_cannot_judge(tmp_path, capsys):
         with pytest.raises(SystemExit) as exit_info:
             notes_heldout.main(argv)
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_notes_heldout_bootstrap_matches_a_plain_loop_over_the_same_draws():
+    import notes_heldout
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    trajectories, draws = 7, 50
+    # counts as trajectory_counts lays them out: hits never exceed their totals; trajectory 0
+    # has no oracle-negative step, so a draw of it alone has no negative recall
+    totals = rng.integers(0, 4, size=(2, trajectories, 3))
+    totals[:, 0, 1] = 0
+    hits = rng.integers(0, 4, size=totals.shape) % (totals + 1)
+    base, other = (np.stack([hits[m], totals[m]], axis=-1).reshape(trajectories, 6) for m in (0, 1))
+    drawn = rng.integers(trajectories, size=(draws, trajectories))
+    drawn[0] = 0
+
+    def plain(counts, rows):
+        summed = [sum(int(counts[r][i]) for r in rows) for i in range(6)]
+        return [summed[i] / summed[i + 1] if summed[i + 1] else None for i in (0, 2, 4)]
+
+    got = notes_heldout.bootstrap_differences(base, other, drawn)
+    for d in range(draws):
+        for k, (a, b) in enumerate(zip(plain(base, drawn[d]), plain(other, drawn[d]))):
+            if a is None or b is None:
+                assert np.isnan(got[d, k])
+            else:
+                assert got[d, k] == pytest.approx(b - a, abs=1e-12)
+    assert np.isnan(got[0, 1])
