@@ -3,6 +3,7 @@
     python benchmarks/notes_heldout.py HELD_OUT MODEL... [--episodes 60] [--max-new-tokens 48] [--out FILE]
         [--temperature 1 --samples K --seed S]
     python benchmarks/notes_heldout.py --replay FILE...   # the tables again, from earlier --out files
+    ... --as NAME...   # one name per MODEL, or per --replay FILE, in the tables and the --out file
 
 HELD_OUT is a trajectory log, or a run folder, of logged attempts: issue 49 uses the start's
 held-out attempts (`runs/selfguide-informed/attempts-heldout`), on which its gate was judged.
@@ -30,7 +31,9 @@ first in agreement and in the two recalls, paired over the same steps, with a 95
 resampling the held-out trajectories (2,000 draws: a trajectory's steps are not independent).
 `--out` writes one JSON line per model, sample and step (the oracle's label, the note's label
 and text); `--replay` reads such files, from one run or several (a model's notes pool across
-files), and prints both tables without loading a model.
+files), and prints both tables without loading a model. `--as` names each model, or each replayed
+file's notes, so that one model judged in several ways (at several temperatures, say) is
+compared with itself: `--replay t1.jsonl t0.5.jsonl --as "T = 1" "T = 0.5"`.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +60,7 @@ SAMPLE_SEED_STRIDE = 100_000
 
 @dataclass(frozen=True)
 class Judge:
-    name: str  # as given on the command line
+    name: str  # as given on the command line, or by --as
     spec: str  # what load_model receives
     max_new_tokens: int
 
@@ -147,8 +150,8 @@ def trajectory_counts(notes: list[JudgedNote], ids: list[str]) -> np.ndarray:
 def rates(totals: np.ndarray) -> np.ndarray:
     """[..., 6] summed counts -> [..., 3] agreement, negative recall, positive recall (NaN: no such step)."""
     hits, of = totals[..., 0::2].astype(float), totals[..., 1::2].astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(of > 0, hits / np.where(of > 0, of, 1.0), np.nan)
+    with np.errstate(invalid="ignore"):  # hits are 0 where `of` is: 0 / 0 is the NaN wanted
+        return hits / of
 
 
 def bootstrap_differences(base: np.ndarray, other: np.ndarray, draws: np.ndarray) -> np.ndarray:
@@ -195,14 +198,23 @@ def print_tables(notes: list[JudgedNote]) -> None:
         print("\n" + "\n".join(paired_rows(next(iter(models)), models)))
 
 
-def replay(files: list[Path]) -> list[JudgedNote]:
+def replay(files: list[Path], names: list[str] | None = None) -> list[JudgedNote]:
+    """The judged notes of `--out` files, in order; with `names`, each file's notes under its name."""
     notes = []
-    for path in files:
+    for i, path in enumerate(files):
+        read = []
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             try:
-                notes.append(JudgedNote.from_record(json.loads(line)))
+                read.append(JudgedNote.from_record(json.loads(line)))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 raise ValueError(f"{path}:{number}: not a judged note ({exc})") from None
+        if names is not None:
+            models = sorted({note.model for note in read})
+            if len(models) > 1:  # one name for several models' notes would pool them unseen
+                raise ValueError(f"{path} holds the notes of {len(models)} models ({', '.join(models)}): "
+                                 "--as names a file of one model's notes")
+            read = [replace(note, model=names[i]) for note in read]
+        notes += read
     return notes
 
 
@@ -219,7 +231,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the sampled notes' seed (default 0)")
     parser.add_argument("--out", type=Path, help="write every judged step here (JSON lines)")
     parser.add_argument("--replay", type=Path, nargs="+", metavar="FILE", help="print the tables from --out files")
+    parser.add_argument("--as", dest="names", nargs="+", metavar="NAME",
+                        help="a name for each MODEL, or for each --replay FILE's notes, in that order")
     args = parser.parse_args(argv)
+    given = args.replay or args.models
+    if args.names is not None and given:
+        if len(args.names) != len(given):
+            parser.error(f"--as gives {len(args.names)} names for {len(given)} "
+                         f"{'--replay files' if args.replay else 'models'}: give one each")
+        if len(set(args.names)) != len(args.names):
+            parser.error("--as names must differ: notes under one name are pooled")
     if args.replay:
         if args.held_out or args.models:
             parser.error("--replay reads judged notes; give no held-out log or model with it")
@@ -227,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             parser.error(f"no such file: {', '.join(missing)}")
         try:
-            notes = replay(args.replay)
+            notes = replay(args.replay, args.names)
             if not notes:
                 parser.error("the --replay files hold no judged note")
             print_tables(notes)
@@ -246,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no such log or run folder: {args.held_out}")
     try:
         judges = [judge_of(model, args.max_new_tokens) for model in args.models]
+        if args.names is not None:
+            judges = [replace(judge, name=name) for judge, name in zip(judges, args.names)]
     except ValueError as exc:
         parser.error(str(exc))
     skipped = []

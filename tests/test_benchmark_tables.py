@@ -861,6 +861,38 @@ def test_notes_heldout_samples_k_notes_a_step_and_pools_them(tmp_path, capsys):
     assert {r["label"] for r in records[:n]} == {"negative"} and {r["label"] for r in records[n:]} == {"positive"}
 
 
+def test_notes_heldout_names_each_model_or_each_replayed_file_with_as(tmp_path, capsys):
+    import notes_heldout
+
+    _random_attempts(tmp_path / "held-out")
+    script = tmp_path / "gloomy.json"
+    script.write_text(json.dumps(["Reason: no.\nLabel: negative"] * 200))
+    # One model judged twice, as two runs would: --as tells the two apart in the tables and the file.
+    outs = [tmp_path / "first.jsonl", tmp_path / "second.jsonl"]
+    for out, name in zip(outs, ("first", "second")):
+        assert notes_heldout.main([str(tmp_path / "held-out"), f"scripted:{script}", "--as", name,
+                                   "--out", str(out)]) == 0
+        assert f"| {name} | " in capsys.readouterr().out
+        assert {json.loads(line)["model"] for line in out.read_text().splitlines()} == {name}
+    # A replay keeps the written names, or gives each file's notes a new one.
+    assert notes_heldout.main(["--replay", *map(str, outs)]) == 0
+    pooled = capsys.readouterr().out
+    assert "| first | " in pooled and "model − first" in pooled
+    assert notes_heldout.main(["--replay", *map(str, outs), "--as", "T = 1", "T = 0.5"]) == 0
+    named = capsys.readouterr().out
+    assert "| T = 1 | " in named and "| model − T = 1 |" in named
+    assert "| T = 0.5 | +0.000 [+0.000, +0.000] |" in named
+    both = tmp_path / "both.jsonl"
+    both.write_text(outs[0].read_text() + outs[1].read_text())
+    for argv, message in ((["--replay", str(both), "--as", "x"], "holds the notes of 2 models (first, second)"),
+                          (["--replay", *map(str, outs), "--as", "x"], "--as gives 1 names for 2 --replay files"),
+                          (["--replay", *map(str, outs), "--as", "x", "x"], "--as names must differ"),
+                          ([str(tmp_path / "held-out"), "smollm2", "--as", "a", "b"], "2 names for 1 models")):
+        with pytest.raises(SystemExit) as exit_info:
+            notes_heldout.main(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_notes_heldout_refuses_what_it_cannot_judge(tmp_path, capsys):
     import notes_heldout
 
