@@ -134,10 +134,14 @@ def test_a_training_run_is_diagnosed_on_its_final_evaluation_and_says_so(tmp_pat
     shutil.copy(trajectories / "eval-test-final.jsonl", trajectories / "eval-validation-000005.jsonl")
     # Without metrics.jsonl the folder is not a training run: every log is read, as before.
     _, (pooled,), _ = run_json(capsys, run)
-    assert pooled["n_trajectories"] == 6 + 4 + 4 and pooled["path"] == str(run)
+    assert pooled["n_trajectories"] == 6 + 4 + 4 and pooled["path"] == str(run) and pooled["model"] == "sim"
     (run / "metrics.jsonl").write_text('{"step": 1}\n')
     _, (record,), _ = run_json(capsys, run)
     assert record["n_trajectories"] == 4 and record["path"] == str(trajectories / "eval-test-final.jsonl")
+    # Its policy is the run's adapter on the base its config names, however the run is reached.
+    assert record["model"] == f"sim+{run}"
+    _, (by_file,), _ = run_json(capsys, trajectories / "eval-test-final.jsonl")
+    assert by_file["model"] == f"sim+{run}"
     assert main(["diagnose", str(run)]) == 0
     assert f"== grpo  ({trajectories / 'eval-test-final.jsonl'})" in capsys.readouterr().out
     # A training run with no final evaluation yet is read whole.

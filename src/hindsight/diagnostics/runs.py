@@ -174,7 +174,12 @@ def _source(path: Path) -> RunSource:
         read = ", ".join(str(f) for f in final)
     info = _from_config(read_run_config(folder))
     env = info["env"] or env_from_path(path)
-    return RunSource(path=path, label=label, files=files, env=env, model=info["model"], memory=info["memory"],
+    model = info["model"]
+    if model and (folder / METRICS_FILE).is_file():
+        # A training run's config names the base it trained; its episodes are the run's own
+        # adapters' (`BASE+RUN`, the spec that loads its latest checkpoint), not the base's.
+        model = f"{model}+{folder}"
+    return RunSource(path=path, label=label, files=files, env=env, model=model, memory=info["memory"],
                      max_steps=info["max_steps"], env_kwargs=info["env_kwargs"], read=read)
 
 
