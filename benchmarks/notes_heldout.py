@@ -237,8 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     given = args.replay or args.models
     if args.names is not None and given:
         if len(args.names) != len(given):
-            parser.error(f"--as gives {len(args.names)} names for {len(given)} "
-                         f"{'--replay files' if args.replay else 'models'}: give one each")
+            kind = "--replay file" if args.replay else "model"
+            parser.error(f"--as needs one name a {kind}: {len(given)} {kind}{'s' * (len(given) != 1)}, "
+                         f"{len(args.names)} name{'s' * (len(args.names) != 1)}")
         if len(set(args.names)) != len(args.names):
             parser.error("--as names must differ: notes under one name are pooled")
     if args.replay:

@@ -876,8 +876,8 @@ def test_notes_heldout_names_each_model_or_each_replayed_file_with_as(tmp_path, 
         assert {json.loads(line)["model"] for line in out.read_text().splitlines()} == {name}
     # A replay keeps the written names, or gives each file's notes a new one.
     assert notes_heldout.main(["--replay", *map(str, outs)]) == 0
-    pooled = capsys.readouterr().out
-    assert "| first | " in pooled and "model − first" in pooled
+    kept = capsys.readouterr().out
+    assert "| first | " in kept and "model − first" in kept
     assert notes_heldout.main(["--replay", *map(str, outs), "--as", "T = 1", "T = 0.5"]) == 0
     named = capsys.readouterr().out
     assert "| T = 1 | " in named and "| model − T = 1 |" in named
@@ -885,9 +885,9 @@ def test_notes_heldout_names_each_model_or_each_replayed_file_with_as(tmp_path, 
     both = tmp_path / "both.jsonl"
     both.write_text(outs[0].read_text() + outs[1].read_text())
     for argv, message in ((["--replay", str(both), "--as", "x"], "holds the notes of 2 models (first, second)"),
-                          (["--replay", *map(str, outs), "--as", "x"], "--as gives 1 names for 2 --replay files"),
+                          (["--replay", *map(str, outs), "--as", "x"], "one name a --replay file: 2 --replay files, 1 name"),
                           (["--replay", *map(str, outs), "--as", "x", "x"], "--as names must differ"),
-                          ([str(tmp_path / "held-out"), "smollm2", "--as", "a", "b"], "2 names for 1 models")):
+                          ([str(tmp_path / "held-out"), "smollm2", "--as", "a", "b"], "one name a model: 1 model, 2 names")):
         with pytest.raises(SystemExit) as exit_info:
             notes_heldout.main(argv)
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
