@@ -168,14 +168,15 @@ def _source(path: Path) -> RunSource:
         files = tuple(trajectory_files(path))
         label = path.name
     read = ""
-    final = final_evaluation_files(folder, files) if path.is_dir() else ()
+    training = (folder / METRICS_FILE).is_file()  # a training run (a metrics log beside its trajectories)
+    final = final_evaluation_files(files) if training and path.is_dir() else ()
     if final:
         files = final
         read = ", ".join(str(f) for f in final)
     info = _from_config(read_run_config(folder))
     env = info["env"] or env_from_path(path)
     model = info["model"]
-    if model and (folder / METRICS_FILE).is_file():
+    if model and training:
         # A training run's config names the base it trained; its episodes are the run's own
         # adapters' (`BASE+RUN`, the spec that loads its latest checkpoint), not the base's.
         model = f"{model}+{folder}"
@@ -183,16 +184,14 @@ def _source(path: Path) -> RunSource:
                      max_steps=info["max_steps"], env_kwargs=info["env_kwargs"], read=read)
 
 
-def final_evaluation_files(folder: Path, files: Iterable[Path]) -> tuple[Path, ...]:
-    """A training run's final evaluation logs among `files` (`eval-SPLIT-final.jsonl`), or ()
-    when `folder` is not a training run (no `metrics.jsonl`) or has none.
+def final_evaluation_files(files: Iterable[Path]) -> tuple[Path, ...]:
+    """The final evaluation logs among a training run's `files` (`eval-SPLIT-final.jsonl`), or ()
+    when it has none yet.
 
     A training run's other logs are its sampled training episodes and its validation
     evaluations of earlier policies: pooled with the final evaluation, they would describe no
     one policy. The report's training section draws them per update instead.
     """
-    if not (folder / METRICS_FILE).is_file():
-        return ()
     return tuple(f for f in files if is_final_evaluation_log(f))
 
 
