@@ -18,8 +18,7 @@ from pathlib import Path
 
 import torch
 
-from hindsight.logs import read_metrics
-from hindsight.logs.schema import METRICS_FILE
+from hindsight.logs import is_training_run, read_metrics
 
 
 def updates_and_wall(run: Path) -> tuple[int, float]:
@@ -32,7 +31,7 @@ def updates_and_wall(run: Path) -> tuple[int, float]:
 
 def run_line(run: Path) -> str:
     """`NAME: U updates, W s, test success S, mean score M` for one run folder."""
-    if not (run / METRICS_FILE).exists():  # stopped at the budget while still loading the model
+    if not is_training_run(run):  # stopped at the budget while still loading the model
         return f"{run.name}: started, no update logged yet"
     updates, wall = updates_and_wall(run)
     head = f"{run.name}: {updates} updates, {wall:.0f} s"

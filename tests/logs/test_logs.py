@@ -163,3 +163,18 @@ def test_read_metrics_keeps_every_row_and_reports_a_broken_line(tmp_path):
     assert [(i.line, i.message.split(" ")[0]) for i in issues] == [(2, "not"), (3, "invalid")]
     with pytest.raises(FileNotFoundError, match="no metrics log"):
         read_metrics(tmp_path / "nowhere")
+
+
+def test_a_training_run_is_a_folder_with_a_metrics_log(tmp_path):
+    from hindsight.logs import is_training_run
+
+    evaluation = RunDir(tmp_path / "eval")
+    with evaluation.trajectory_writer("eval", env="frozenlake") as writer:
+        writer.write_trajectory(make_trajectory(0))
+    training = RunDir(tmp_path / "train")
+    with training.metrics_writer() as metrics:
+        metrics.write({"step": 1})
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "metrics.jsonl").mkdir()  # a folder by that name is not a log
+    assert [is_training_run(tmp_path / n) for n in ("eval", "train", "odd", "missing")] == [False, True, False, False]
+    assert not is_training_run(training.path / "metrics.jsonl")  # the log itself is not the run

@@ -178,9 +178,9 @@ class Metrics:
 
     def read(self) -> dict[str, float]:
         from hindsight.logs import read_metrics
-        from hindsight.logs.reader import METRICS_FILE
+        from hindsight.logs.reader import METRICS_FILE, is_training_run
 
-        if not (self.run / METRICS_FILE).is_file():
+        if not is_training_run(self.run):
             raise ReadoutError(f"{self.run}: no {METRICS_FILE}")
         rows = read_metrics(self.run)
         values = {}

@@ -27,7 +27,9 @@ from hindsight.diagnostics.curves import DEFAULT_T_MAX
 from hindsight.diagnostics.hooks import known_env_ids
 from hindsight.diagnostics.summary import DiagnoseOptions, KeptTrajectory, RunAccumulator, RunDiagnosis
 from hindsight.logs.importers import detect_format, normalise_env_id, read_views
-from hindsight.logs.reader import METRICS_FILE, LogIssue, is_final_evaluation_log, iter_json_lines, trajectory_files
+from hindsight.logs.reader import (
+    LogIssue, is_final_evaluation_log, is_training_run, iter_json_lines, trajectory_files,
+)
 
 #: A dataclass with a `label` and a `path` (a run source, a training log).
 Labelled = TypeVar("Labelled")
@@ -168,7 +170,7 @@ def _source(path: Path) -> RunSource:
         files = tuple(trajectory_files(path))
         label = path.name
     read = ""
-    training = (folder / METRICS_FILE).is_file()  # a training run (a metrics log beside its trajectories)
+    training = is_training_run(folder)
     final = final_evaluation_files(files) if training and path.is_dir() else ()
     if final:
         files = final

@@ -90,6 +90,15 @@ def iter_json_lines(path: str | os.PathLike[str], on_issue: IssueHandler = _igno
                 on_issue(LogIssue(str(path), line_number, f"invalid JSON ({exc.msg})"))
 
 
+def is_training_run(folder: str | os.PathLike[str]) -> bool:
+    """Whether `folder` is a training run's directory: one that holds a metrics log.
+
+    An evaluation's folder holds trajectory logs only; a training run writes `metrics.jsonl`
+    from its first update on, beside its trajectories.
+    """
+    return (Path(folder) / METRICS_FILE).is_file()
+
+
 def metrics_path(run: str | os.PathLike[str]) -> Path:
     """The `metrics.jsonl` of a run directory (or the file itself)."""
     path = Path(run)

@@ -25,7 +25,9 @@ from hindsight.diagnostics.health import HealthConfig, HealthReport, first_alarm
 from hindsight.diagnostics.live import AUV, RolloutTally, live_tide_from_tallies, tally
 from hindsight.diagnostics.runs import disambiguate, read_run_config
 from hindsight.logs.importers import normalise_env_id
-from hindsight.logs.reader import METRICS_FILE, LogIssue, iter_metric_rows, metrics_path, read_trajectories
+from hindsight.logs.reader import (
+    METRICS_FILE, LogIssue, is_training_run, iter_metric_rows, metrics_path, read_trajectories,
+)
 #: Config keys that change how a run is executed or logged, not what it learns.
 NOT_SETTINGS = frozenset({
     "seed", "concurrency", "keep_checkpoints", "checkpoint_every", "tensorboard", "wandb_project",
@@ -275,10 +277,10 @@ def discover_training_runs(paths: Iterable[str | os.PathLike[str]]) -> list[Path
         path = Path(raw)
         if path.is_file() and path.name == METRICS_FILE:
             candidates = [path.parent]
-        elif path.is_dir() and (path / METRICS_FILE).is_file():
+        elif path.is_dir() and is_training_run(path):
             candidates = [path]
         elif path.is_dir():
-            candidates = sorted(child for child in path.iterdir() if (child / METRICS_FILE).is_file())
+            candidates = sorted(child for child in path.iterdir() if is_training_run(child))
         else:
             candidates = []
         found += [c for c in candidates if c not in found]
