@@ -7,34 +7,54 @@ With several runs, a last table groups them into arms (the run name without its
 `-sN` seed suffix) and gives each arm's final test success and score per seed, their
 mean and spread, environment steps and wall time.
 
+With `--metric NAME` (repeatable), one table instead: each named metric per update, a column
+per run, so that runs that share their first updates (a fork, a control at the same seed) are
+read side by side from the update where they part. A run is a live run folder or a kept one
+under results/ (its `metrics.jsonl.gz`).
+
     python benchmarks/learning_curves.py runs/grpo-frozenlake3-s0 runs/grpo-frozenlake3-s1
+    python benchmarks/learning_curves.py results/selfguide-informed/grpo-sg-gr-s0 runs/selfguide-informed/grpo-sg-s0 \
+        --metric selfguide/lambda selfguide/positive_rate selfguide/negative_rate
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tables import metric_rows, quiet_closed_pipe
+
 TIMINGS = ("timing/rollout_s", "timing/policy_rollout_s", "timing/critic_rollout_s", "timing/refine_s",
            "timing/update_s", "timing/forward_backward_s", "throughput/update_tokens_per_s")
 
 
 def read_rows(run: Path) -> list[dict]:
-    path = run / "metrics.jsonl"
-    if not path.is_file():
-        sys.exit(f"{run}: no metrics.jsonl")
-    rows = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            print(f"{path}:{number}: skipped an unreadable line", file=sys.stderr)
+    """The run's metric rows, live or kept; a broken line is named on stderr and skipped."""
+    rows = metric_rows(run, on_issue=lambda issue: print(f"{issue}: skipped", file=sys.stderr))
+    if not rows:
+        sys.exit(f"{run}: no metrics.jsonl or metrics.jsonl.gz with a row in it")
     return rows
+
+
+def print_side_by_side(runs: list[Path], names: list[str]) -> None:
+    """Each metric per update, a column per (run, metric); "–" where a run's update lacks it.
+
+    The final test row, logged at the last update's step, is left out: it holds no training metric.
+    """
+    by_run = {run: {row["step"]: row for row in read_rows(run) if "step" in row and "final_test/success_rate" not in row}
+              for run in runs}
+    labels = [run.name for run in runs]
+    if len(set(labels)) < len(labels):  # two kept copies of one run name: tell them apart by folder
+        labels = [str(run) for run in runs]
+    print("| update | " + " | ".join(f"{label}: {name}" for name in names for label in labels) + " |")
+    print("|---|" + "---|" * (len(names) * len(runs)))
+    for step in sorted({step for rows in by_run.values() for step in rows}):
+        cells = [fmt(by_run[run].get(step, {}).get(name)) for name in names for run in runs]
+        print(f"| {step} | " + " | ".join(cells) + " |")
 
 
 @dataclass
@@ -98,7 +118,13 @@ def fmt(value) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--metric", nargs="+", default=[], metavar="NAME",
+                        help="instead of the curves, these metrics per update, a column per run")
     args = parser.parse_args()
+    quiet_closed_pipe()
+    if args.metric:
+        print_side_by_side(args.runs, args.metric)
+        return
     finals: dict[Path, Final] = {}
     for run in args.runs:
         rows = read_rows(run)

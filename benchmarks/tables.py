@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Collection, Iterable, Mapping, Sequence
 
 from hindsight.cli.outcomes import replay_run
-from hindsight.logs import read_metrics, read_trajectories
+from hindsight.logs import LogIssue, read_metrics, read_trajectories
 from hindsight.logs.importers import episode_ending
 from hindsight.logs.outcomes import Outcome, outcomes_from_trajectories, outcomes_path, read_outcomes
 from hindsight.logs.schema import METRICS_FILE
@@ -104,11 +104,13 @@ def shown_label(label: str) -> str:
     return f" ({label})" if "-" in label else ""
 
 
-def metric_rows(run: Path) -> list[dict]:
-    """A run's metrics rows (a live `metrics.jsonl` or a kept `metrics.jsonl.gz`); none while it has neither."""
+def metric_rows(run: Path, on_issue: Callable[[LogIssue], None] | None = None) -> list[dict]:
+    """A run's metrics rows (a live `metrics.jsonl` or a kept `metrics.jsonl.gz`); none while it has neither.
+
+    A broken line is skipped, and told to `on_issue` where one is given."""
     for name in (METRICS_FILE, METRICS_FILE + ".gz"):
         if (run / name).exists():
-            return read_metrics(run / name)
+            return read_metrics(run / name) if on_issue is None else read_metrics(run / name, on_issue)
     return []
 
 

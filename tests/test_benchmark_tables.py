@@ -951,3 +951,37 @@ def test_notes_heldout_bootstrap_matches_a_plain_loop_over_the_same_draws():
             else:
                 assert got[d, k] == pytest.approx(b - a, abs=1e-12)
     assert np.isnan(got[0, 1])
+
+
+def test_learning_curves_set_runs_side_by_side_per_update_live_or_kept(tmp_path, capsys):
+    import gzip
+
+    import learning_curves
+
+    live, kept = tmp_path / "runs" / "sg-s0", tmp_path / "results" / "gr-s0"
+    live.mkdir(parents=True)
+    kept.mkdir(parents=True)
+    (live / "metrics.jsonl").write_text(
+        '{"step": 0, "eval/success_rate": 0.5}\n{"step": 1, "selfguide/positive_rate": 0.25}\n{"step": 2, "selfg\n')
+    rows = [{"step": 0}, {"step": 1, "selfguide/positive_rate": 0.25, "selfguide/lambda": 0.0},
+            {"step": 2, "selfguide/positive_rate": 0.5, "selfguide/lambda": 1.0},
+            {"step": 2, "final_test/success_rate": 0.6}]
+    (kept / "metrics.jsonl.gz").write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode()))
+    argv = sys.argv
+    sys.argv = ["learning_curves.py", str(kept), str(live), "--metric", "selfguide/lambda", "selfguide/positive_rate"]
+    try:
+        learning_curves.main()
+    finally:
+        sys.argv = argv
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [
+        "| update | gr-s0: selfguide/lambda | sg-s0: selfguide/lambda | gr-s0: selfguide/positive_rate "
+        "| sg-s0: selfguide/positive_rate |",
+        "|---|---|---|---|---|",
+        "| 0 | – | – | – | – |",
+        "| 1 | 0.00 | – | 0.25 | 0.25 |",
+        "| 2 | 1.00 | – | 0.50 | – |",  # the live run's update 2 is a broken line; the kept final row is no update
+    ]
+    assert "metrics.jsonl:3" in err and "skipped" in err
+    with pytest.raises(SystemExit, match="no metrics.jsonl or metrics.jsonl.gz"):
+        learning_curves.read_rows(tmp_path / "nowhere")
