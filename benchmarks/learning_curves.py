@@ -121,7 +121,6 @@ def main() -> None:
     parser.add_argument("--metric", nargs="+", default=[], metavar="NAME",
                         help="instead of the curves, these metrics per update, a column per run")
     args = parser.parse_args()
-    quiet_closed_pipe()
     if args.metric:
         print_side_by_side(args.runs, args.metric)
         return
@@ -157,4 +156,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    quiet_closed_pipe()  # here, not in main(): the tests call main() in a process that must keep SIGPIPE as Python sets it
     main()
