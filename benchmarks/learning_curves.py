@@ -7,7 +7,7 @@ With several runs, a last table groups them into arms (the run name without its
 `-sN` seed suffix) and gives each arm's final test success and score per seed, their
 mean and spread, environment steps and wall time.
 
-With `--metric NAME` (repeatable), one table instead: each named metric per update, a column
+With `--metric NAME...` (one or more names after one flag), one table instead: each named metric per update, a column
 per run, so that runs that share their first updates (a fork, a control at the same seed) are
 read side by side from the update where they part. A run is a live run folder or a kept one
 under results/ (its `metrics.jsonl.gz`).
