@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from hindsight.bench.published import PublishedTable
+from hindsight.logs import read_metrics
+from hindsight.logs.reader import METRICS_FILE, is_training_run
 
 #: Names of the JSON files the bench reads and writes.
 SUMMARY = "summary.json"
@@ -177,9 +179,6 @@ class Metrics:
     reduce: Literal["mean", "sum"] = "mean"
 
     def read(self) -> dict[str, float]:
-        from hindsight.logs import read_metrics
-        from hindsight.logs.reader import METRICS_FILE, is_training_run
-
         if not is_training_run(self.run):
             raise ReadoutError(f"{self.run}: no {METRICS_FILE}")
         rows = read_metrics(self.run)
