@@ -46,3 +46,11 @@ def test_window_parsing():
         parse_windows("half")
     with pytest.raises(CLIError):
         parse_windows(" , ")
+
+
+def test_a_sweep_without_its_kind_names_what_is_missing(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["sweep"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "hindsight sweep" in err and "required: KIND" in err

@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     parser = subparsers.add_parser("sweep", help="run a family of evaluations (memory-window sweep)",
                                    description="Run a family of evaluations and compare them.")
-    kinds = parser.add_subparsers(dest="sweep_kind", metavar="KIND")
+    kinds = parser.add_subparsers(dest="sweep_kind", metavar="KIND", required=True)
     memory = kinds.add_parser("memory", help="evaluate one model at several history windows",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     memory.add_argument("--env", required=True, help="environment id")
