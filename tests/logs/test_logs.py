@@ -65,7 +65,7 @@ def test_corrupt_lines_are_reported_and_skipped(tmp_path):
     seeds = [t.seed for t in read_trajectories(tmp_path, on_issue=issues.append)]
     assert seeds == [0, 2]
     assert [issue.line for issue in issues] == [3, 4]
-    assert "eval.jsonl:4: invalid JSON" in str(issues[1])
+    assert str(issues[1]).endswith("eval.jsonl:4: invalid JSON: Invalid control character at column 29")
 
 
 def test_gzip_and_single_file(tmp_path):

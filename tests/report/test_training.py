@@ -65,7 +65,7 @@ def test_broken_metric_lines_are_reported_with_their_line_and_skipped(tmp_path, 
     assert log.curve("policy/loss") == ((1.0, 0.2), (3.0, 0.1))
     assert "note" not in log.curves and "flag" not in log.curves
     assert log.final_success() == ("test", 0.7)
-    assert [(issue.line, issue.message.split(" (")[0]) for issue in log.issues] == [
+    assert [(issue.line, issue.message.split(":")[0]) for issue in log.issues] == [
         (2, "invalid JSON"), (3, "not a JSON object"), (4, "row without a numeric step")]
     # The command names them as file:line and still writes the report.
     html = report(tmp_path, run)

@@ -87,7 +87,10 @@ def iter_json_lines(path: str | os.PathLike[str], on_issue: IssueHandler = _igno
             try:
                 yield line_number, json.loads(line)
             except json.JSONDecodeError as exc:
-                on_issue(LogIssue(str(path), line_number, f"invalid JSON ({exc.msg})"))
+                # json's messages end in " at" where the position follows ("Invalid control character
+                # at"): the column completes them and finds the fault in a long line.
+                on_issue(LogIssue(str(path), line_number,
+                                  f"invalid JSON: {exc.msg.removesuffix(' at')} at column {exc.colno}"))
 
 
 def is_training_run(folder: str | os.PathLike[str]) -> bool:
