@@ -47,6 +47,15 @@ def test_user_mistakes_are_one_line_and_exit_2(args, message, tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1
 
 
+def test_an_output_folder_that_cannot_be_made_is_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "file").write_text("not a folder")
+    out = tmp_path / "file" / "run"
+    assert main(["eval", "--env", "frozenlake", "--model", "oracle", "--episodes", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hindsight: error: cannot use {out}") and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_refuses_to_append_to_an_existing_evaluation(tmp_path, capsys):
     args = ["eval", "--env", "sudoku", "--model", "oracle", "--episodes", "2", "--out", str(tmp_path / "e")]
     assert main(args) == 0

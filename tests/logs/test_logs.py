@@ -4,6 +4,7 @@ import json
 import pytest
 
 from hindsight.logs import RunDir, SchemaError, read_trajectories, trajectory_from_record, trajectory_to_record
+from hindsight.logs.reader import json_fault
 from hindsight.types import Step, Trajectory
 
 
@@ -54,6 +55,20 @@ def test_records_are_flushed_as_written(tmp_path):
     writer.close()
 
 
+@pytest.mark.parametrize("line, fault", [
+    ('{"step": 1, "x"\n', "the line ends inside its JSON value (cut short?)"),
+    ('{"kind": "trajectory", "vers\n', "the line ends inside its JSON value (cut short?)"),
+    ('{"a": 1}}\n', "Extra data at column 9"),
+    ('{"a": 1 "b": 2}\n', "Expecting ',' delimiter at column 9"),
+    ('{"a": "x\ty"}\r\n', "Invalid control character at column 9"),
+    ("nope\n", "Expecting value at column 1"),
+])
+def test_a_broken_json_line_is_described_by_its_fault_and_column(line, fault):
+    with pytest.raises(json.JSONDecodeError) as caught:
+        json.loads(line)
+    assert json_fault(line, caught.value) == fault
+
+
 def test_corrupt_lines_are_reported_and_skipped(tmp_path):
     run = RunDir(tmp_path)
     with run.trajectory_writer("eval") as writer:
@@ -65,7 +80,7 @@ def test_corrupt_lines_are_reported_and_skipped(tmp_path):
     seeds = [t.seed for t in read_trajectories(tmp_path, on_issue=issues.append)]
     assert seeds == [0, 2]
     assert [issue.line for issue in issues] == [3, 4]
-    assert str(issues[1]).endswith("eval.jsonl:4: invalid JSON: Invalid control character at column 29")
+    assert str(issues[1]).endswith("eval.jsonl:4: invalid JSON: the line ends inside its JSON value (cut short?)")
 
 
 def test_gzip_and_single_file(tmp_path):

@@ -117,23 +117,28 @@ def run(args: argparse.Namespace) -> int:
         console=console,
         transient=False,
     )
-    with progress:
-        bar = None
-        successes = 0
+    bar = None
+    successes = 0
 
-        def start(episodes: int) -> None:
-            nonlocal bar  # the bar appears once the model is loaded, so load errors stay one line
-            bar = progress.add_task(f"eval {config.env} · {config.model}", total=episodes, successes=0)
+    def start(episodes: int) -> None:
+        # The bar starts once the model is loaded: a load error stays one line, with no blank
+        # line before it from a bar that never drew.
+        nonlocal bar
+        progress.start()
+        bar = progress.add_task(f"eval {config.env} · {config.model}", total=episodes, successes=0)
 
-        def advance(trajectory: Any) -> None:
-            nonlocal successes
-            successes += bool(trajectory.success)
-            progress.update(bar, advance=1, successes=successes)
+    def advance(trajectory: Any) -> None:
+        nonlocal successes
+        successes += bool(trajectory.success)
+        progress.update(bar, advance=1, successes=successes)
 
-        try:
-            run_dir = run_eval(config, resume=bool(args.resume), on_start=start, on_trajectory=advance)
-        except (EnvError, ModelError, ValueError) as exc:
-            raise CLIError(str(exc)) from None
+    try:
+        run_dir = run_eval(config, resume=bool(args.resume), on_start=start, on_trajectory=advance)
+    except (EnvError, ModelError, ValueError) as exc:
+        raise CLIError(str(exc)) from None
+    finally:
+        if bar is not None:
+            progress.stop()
 
     summary = json.loads((run_dir / "summary.json").read_text())
     if args.json:

@@ -122,6 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     except CLIError as exc:
         print(f"hindsight: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
+    except OSError as exc:
+        # A path the user gave that cannot be made or written (an --out under a file, a missing
+        # or read-only folder) fails wherever the command first touches it: one line names it.
+        # An OSError with no file name (a socket, a full disk mid-write) is not the user's to fix
+        # from a path, and keeps its traceback.
+        if exc.filename is None:
+            raise
+        print(f"hindsight: error: cannot use {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return USAGE_ERROR
     except KeyboardInterrupt:
         print("hindsight: interrupted", file=sys.stderr)
         return 130

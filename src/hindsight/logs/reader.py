@@ -87,10 +87,19 @@ def iter_json_lines(path: str | os.PathLike[str], on_issue: IssueHandler = _igno
             try:
                 yield line_number, json.loads(line)
             except json.JSONDecodeError as exc:
-                # json's messages end in " at" where the position follows ("Invalid control character
-                # at"): the column completes them and finds the fault in a long line.
-                on_issue(LogIssue(str(path), line_number,
-                                  f"invalid JSON: {exc.msg.removesuffix(' at')} at column {exc.colno}"))
+                on_issue(LogIssue(str(path), line_number, f"invalid JSON: {json_fault(line, exc)}"))
+
+
+def json_fault(line: str, exc: json.JSONDecodeError) -> str:
+    """What is wrong with one JSONL line, and where: "Expecting ',' delimiter at column 12".
+
+    A line whose value is still open at its end (one cut short by a crash mid-write) says so:
+    json would blame the newline ("Invalid control character") or point past the line.
+    """
+    if exc.pos >= len(line.rstrip("\r\n")):
+        return "the line ends inside its JSON value (cut short?)"
+    # json's messages end in " at" where it appends the position ("Invalid control character at").
+    return f"{exc.msg.removesuffix(' at')} at column {exc.pos + 1}"
 
 
 def is_training_run(folder: str | os.PathLike[str]) -> bool:
