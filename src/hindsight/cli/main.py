@@ -105,13 +105,19 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # command not built yet
             raise
         module.register(subparsers)
+    for command in subparsers.choices.values():
+        command.set_defaults(command_parser=command)  # for errors found after parsing (main)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     quiet_third_party_warnings()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # Reported by the command's own parser, whose usage line shows what it does take
+        # (`hindsight train grpo runs/x` needs `--out runs/x`), not by the top-level one.
+        getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "run", None):
         parser.print_help()
         return USAGE_ERROR
