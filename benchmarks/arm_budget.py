@@ -124,7 +124,7 @@ def project(run: Path, per_task: float, updates: int, evaluated_tasks: int) -> P
     return Projection(run.name, timed, per_update, per_task * evaluated_tasks, updates)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, nargs="+", help="short training runs of the arms' recipes")
     parser.add_argument("--eval", type=Path, required=True, help="a finished greedy evaluation of the start")
@@ -136,7 +136,7 @@ def main() -> None:
                         help="tasks an arm evaluates while it trains (eval_episodes x evaluations; default: the "
                              "recipe's, else 0)")
     parser.add_argument("--limit-hours", type=float, default=2.5, help="the most one arm may take")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
         plan = read_recipe(args.recipe) if args.recipe else ArmPlan(20, 300, 0)
         updates = plan.updates if args.updates is None else args.updates

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -40,12 +41,37 @@ def test_the_projection_is_updates_at_the_timed_rate_plus_the_test(tmp_path):
     assert p.hours == pytest.approx((20 * 400.0 + 600.0) / 3600.0, rel=1e-9)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "arm_budget.py"), *args],
-                          capture_output=True, text=True, timeout=120)
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def test_the_script_says_which_arm_is_over_and_fails(tmp_path):
+@pytest.fixture
+def cli(capsys):
+    """The script's command line, run in this process: each run as a script would cost a fresh
+    interpreter importing torch (seconds); one test runs it from the shell."""
+    def run(*args: str) -> Result:
+        try:
+            arm_budget.main(list(args))
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code
+        out = capsys.readouterr()
+        return Result(code, out.out, out.err)
+    return run
+
+
+def test_the_script_runs_from_the_shell(tmp_path):
+    run = timed_run(tmp_path / "time-grpo", [300.0])
+    start = evaluation(tmp_path / "start", wall_s=100.0, episodes=100)
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "arm_budget.py"), str(run), "--eval", str(start),
+                             "--limit-hours", "0.1"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and result.stdout.startswith("time-grpo: 300 s an update"), result.stderr
+
+
+def test_the_script_says_which_arm_is_over_and_fails(tmp_path, cli):
     grpo = timed_run(tmp_path / "time-grpo", [300.0])
     echo = timed_run(tmp_path / "time-echo", [600.0])
     start = evaluation(tmp_path / "start-validation", wall_s=100.0, episodes=100)
@@ -64,14 +90,14 @@ def test_the_script_says_which_arm_is_over_and_fails(tmp_path):
     (lambda d: timed_run(d / "r", []), "no finished update"),
     (lambda d: timed_run(d / "r", [200.0, 260.0], trained=0), "trained a sequence"),
 ])
-def test_a_run_without_timing_is_a_clear_error(tmp_path, make, message):
+def test_a_run_without_timing_is_a_clear_error(tmp_path, cli, make, message):
     start = evaluation(tmp_path / "start", wall_s=10.0, episodes=10)
     result = cli(str(make(tmp_path)), "--eval", str(start))
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
-def test_an_unfinished_evaluation_is_a_clear_error(tmp_path):
+def test_an_unfinished_evaluation_is_a_clear_error(tmp_path, cli):
     run = timed_run(tmp_path / "time-grpo", [300.0])
     result = cli(str(run), "--eval", str(evaluation(tmp_path / "start", 10.0, 10, interrupted=True)))
     assert result.returncode == 2
@@ -94,7 +120,7 @@ def test_the_counts_follow_the_schedule(fields, plan):
     assert arm_budget.arm_plan(GRPOConfig(**fields)) == arm_budget.ArmPlan(*plan)
 
 
-def test_the_script_reads_the_recipe_and_an_option_overrides_it(tmp_path):
+def test_the_script_reads_the_recipe_and_an_option_overrides_it(tmp_path, cli):
     run = timed_run(tmp_path / "time-echo", [300.0])
     start = evaluation(tmp_path / "start-validation", wall_s=100.0, episodes=100)
     recipe = f"echo:{ROOT / 'recipes' / 'echo-frozenlake.yaml'}"
@@ -111,11 +137,11 @@ def test_the_script_reads_the_recipe_and_an_option_overrides_it(tmp_path):
     ("echo:recipes/nosuch.yaml", "config file not found"),
     ("sft:recipes/echo-frozenlake.yaml", "SFTConfig"),  # SFT has no updates, and not ECHO's fields
 ])
-def test_a_bad_recipe_is_a_clear_error(tmp_path, spec, message):
+def test_a_bad_recipe_is_a_clear_error(tmp_path, cli, monkeypatch, spec, message):
     run = timed_run(tmp_path / "time-echo", [300.0])
     start = evaluation(tmp_path / "start", wall_s=10.0, episodes=10)
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "arm_budget.py"), str(run), "--eval", str(start),
-                             "--recipe", spec], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    monkeypatch.chdir(ROOT)  # the recipes' paths are the repository's
+    result = cli(str(run), "--eval", str(start), "--recipe", spec)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
 
