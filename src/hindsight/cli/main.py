@@ -128,7 +128,14 @@ def main(argv: list[str] | None = None) -> int:
     except CLIError as exc:
         print(f"hindsight: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
-    except OSError as exc:
+    except KeyboardInterrupt:
+        print("hindsight: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # Output piped into a reader that stopped early (`| head`): not an error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as exc:  # after BrokenPipeError, one of its kind
         # A path the user gave that cannot be made or written (an --out under a file, a missing
         # or read-only folder) fails wherever the command first touches it: one line names it.
         # An OSError with no file name (a socket, a full disk mid-write) is not the user's to fix
@@ -137,13 +144,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"hindsight: error: cannot use {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
         return USAGE_ERROR
-    except KeyboardInterrupt:
-        print("hindsight: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        # Output piped into a reader that stopped early (`| head`): not an error.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
 
 
 if __name__ == "__main__":
