@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from run_times import updates_and_wall
+from tables import report_skipped
 
 from hindsight.configs import ConfigError, load_config
 from hindsight.logs import read_metrics
@@ -53,7 +54,7 @@ class Projection:
 
 def trained_updates(run: Path) -> int:
     """How many of a run's updates trained a sequence (logged `policy/sequences`, `critic/sequences`)."""
-    return sum(1 for row in read_metrics(run) if any(k.endswith("/sequences") and not k.startswith("data/") and v
+    return sum(1 for row in read_metrics(run, report_skipped) if any(k.endswith("/sequences") and not k.startswith("data/") and v
                                                       for k, v in row.items()))
 
 

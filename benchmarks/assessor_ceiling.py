@@ -32,6 +32,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from tables import report_skipped
+
 from hindsight.agent.selfguide import SelfAssessor, logged_steps_to_judge
 from hindsight.algos.selfguide import Label, label_agreement_stats
 from hindsight.logs import read_trajectories
@@ -71,7 +73,7 @@ class Ceiling:
 
 
 def ceiling(log: str) -> Ceiling:
-    trajectories = list(read_trajectories(log))
+    trajectories = list(read_trajectories(log, report_skipped))
     steps = logged_steps_to_judge(trajectories, SelfAssessor())
     if not steps:
         raise SystemExit(f"error: {log}: no step to judge (every step judged is followed by another turn)")

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from tables import quiet_closed_pipe
+from tables import quiet_closed_pipe, report_skipped
 
 from hindsight.logs import read_trajectories
 from hindsight.methods.cso import scored_step_from
@@ -43,7 +43,7 @@ def round_scores(round_dir: Path) -> RoundScores:
     scored_path, rollouts_path = round_dir / "scored.jsonl", round_dir / "rollouts.jsonl"
     if not scored_path.exists() or not rollouts_path.exists():
         raise ValueError(f"{round_dir} has no scored.jsonl and rollouts.jsonl (a live CSO round folder)")
-    failures = [t for t in read_trajectories(rollouts_path) if not t.success]
+    failures = [t for t in read_trajectories(rollouts_path, report_skipped) if not t.success]
     last_step = [len(t.steps) - 1 for t in failures]
     last: list[float] = []
     earlier: list[float] = []

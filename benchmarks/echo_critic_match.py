@@ -23,6 +23,8 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from tables import report_skipped
+
 from hindsight.agent.critic import critic_name, parse_critique, template_critique
 from hindsight.cli.main import quiet_third_party_warnings
 from hindsight.configs import ConfigError
@@ -92,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_third_party_warnings()  # the libraries' deprecation notices, as the CLI does
     if not args.attempts.is_file():
         parser.exit(2, f"error: {args.attempts} is not a file of attempts\n")
-    attempts = list(read_trajectories(args.attempts))
+    attempts = list(read_trajectories(args.attempts, report_skipped))
     if not attempts:
         parser.exit(2, f"error: {args.attempts} holds no attempts\n")
     if any(step < 0 for step in args.steps or ()):

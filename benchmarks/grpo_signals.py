@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tables import report_skipped
 
 from hindsight.agent.selfguide import oracle_labels
 from hindsight.algos.advantages import Advantages, StepParts, step_parts
@@ -284,7 +285,7 @@ def main() -> None:
         log = run / "trajectories" / "train.jsonl"
         if not log.is_file():
             parser.exit(2, f"error: {run} has no training log ({log})\n")
-        trajectories = list(read_trajectories(log))
+        trajectories = list(read_trajectories(log, report_skipped))
         # Runs from before the option existed trained with its default.
         recorded = read_run_config(run).get("aggregation", Aggregation.TRAJECTORY_MEAN.value)
         try:

@@ -34,7 +34,7 @@ TIMINGS = ("timing/rollout_s", "timing/policy_rollout_s", "timing/critic_rollout
 
 def read_rows(run: Path) -> list[dict]:
     """The run's metric rows, live or kept; a broken line is named on stderr and skipped."""
-    rows = metric_rows(run, on_issue=lambda issue: print(f"{issue}: skipped", file=sys.stderr))
+    rows = metric_rows(run)
     if not rows:
         sys.exit(f"{run}: no metrics.jsonl or metrics.jsonl.gz with a row in it")
     return rows

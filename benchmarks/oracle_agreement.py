@@ -17,6 +17,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tables import report_skipped
+
 from hindsight.agent.agreement import Agreement as OracleAgreement
 from hindsight.agent.agreement import best_moves, oracle_agreement
 from hindsight.logs import read_trajectories
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: no evaluation log in {source} (expected trajectories/eval*.jsonl)", file=sys.stderr)
             return 2
         for log in logs:
-            result = agreement(list(read_trajectories(log)), str(log))
+            result = agreement(list(read_trajectories(log, report_skipped)), str(log))
             if args.json:
                 print(json.dumps({**asdict(result), "oracle_agreement": result.rate,
                                   "oracle_agreement_valid": result.valid_rate, "oracle_chance": result.chance}))

@@ -17,13 +17,14 @@ import re
 from pathlib import Path
 
 import torch
+from tables import report_skipped
 
 from hindsight.logs import is_training_run, read_metrics
 
 
 def updates_and_wall(run: Path) -> tuple[int, float]:
     """(updates done, wall seconds from the run's config being written to its last metrics row)."""
-    rows = read_metrics(run)
+    rows = read_metrics(run, report_skipped)
     updates = max((int(r["step"]) for r in rows if any(k.startswith("rollout/") for k in r)), default=0)
     last = max((r["time"] for r in rows if "time" in r), default=0.0)
     return updates, max(last - (run / "config.yaml").stat().st_mtime, 0.0)

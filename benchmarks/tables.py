@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import signal
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Collection, Iterable, Mapping, Sequence
@@ -67,7 +68,7 @@ def run_outcomes(run: Path, log: str) -> list[Outcome] | None:
     if kept is not None:
         return read_outcomes(kept)
     path = live_log(run, log)
-    return outcomes_from_trajectories(read_trajectories(path)) if path is not None else None
+    return outcomes_from_trajectories(read_trajectories(path, report_skipped)) if path is not None else None
 
 
 def final_outcomes(run: Path, label: str, measure: str = "success") -> Outcomes | None:
@@ -104,13 +105,18 @@ def shown_label(label: str) -> str:
     return f" ({label})" if "-" in label else ""
 
 
-def metric_rows(run: Path, on_issue: Callable[[LogIssue], None] | None = None) -> list[dict]:
-    """A run's metrics rows (a live `metrics.jsonl` or a kept `metrics.jsonl.gz`); none while it has neither.
+def report_skipped(issue: LogIssue) -> None:
+    """What the scripts' log readers do with a broken line: skip it and say so on stderr, so that a
+    table never leaves out an episode or a metric unseen."""
+    print(f"{issue}: skipped", file=sys.stderr)
 
-    A broken line is skipped, and told to `on_issue` where one is given."""
+
+def metric_rows(run: Path) -> list[dict]:
+    """A run's metrics rows (a live `metrics.jsonl` or a kept `metrics.jsonl.gz`); none while it has
+    neither. A broken line is skipped and reported (`report_skipped`)."""
     for name in (METRICS_FILE, METRICS_FILE + ".gz"):
         if (run / name).exists():
-            return read_metrics(run / name) if on_issue is None else read_metrics(run / name, on_issue)
+            return read_metrics(run / name, report_skipped)
     return []
 
 
@@ -178,7 +184,7 @@ def run_failure_endings(run: Path, log: str) -> str:
     of a kept run's actions (the same episodes: the replay reproduces them)."""
     path = live_log(run, log)
     if path is not None:
-        return failure_endings(last_attempts(read_trajectories(path)))
+        return failure_endings(last_attempts(read_trajectories(path, report_skipped)))
     if outcomes_path(run) is None:
         return "–"
     return endings_cell(episode_ending(replayed.terminated, replayed.truncated)

@@ -71,6 +71,24 @@ def test_paired_rows_pair_each_seed_with_the_same_tasks(tmp_path):
     assert "not yet" in tables.difference_line("x", cso, {})
 
 
+def test_a_broken_log_line_is_left_out_of_a_table_and_said_so(tmp_path, capsys):
+    import tables
+
+    write_run(tmp_path / "cso-s0", "eval-test-final", [1, 1, 0, 1],
+              metrics=[{"step": 1, "cso/pairs": 3}, {"step": 2, "cso/pairs": 5}])
+    log = tmp_path / "cso-s0" / "trajectories" / "eval-test-final.jsonl"
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join([*lines[:2], lines[2][:40], *lines[3:]]) + "\n")  # task 101's line, cut short
+    metrics = tmp_path / "cso-s0" / "metrics.jsonl"
+    metrics.write_text(metrics.read_text() + '{"step": 3, "cso/pa\n')
+    _, per_seed, _ = tables.arm_outcomes(tmp_path, "cso")
+    assert per_seed == [2 / 3]
+    assert [row["step"] for row in tables.metric_rows(tmp_path / "cso-s0")] == [1, 2]
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"{log}:3: invalid JSON: the line ends inside its JSON value (cut short?): skipped",
+                   f"{metrics}:3: invalid JSON: the line ends inside its JSON value (cut short?): skipped"]
+
+
 def test_a_tagged_run_pairs_only_with_runs_of_the_same_tag(tmp_path):
     import tables
 

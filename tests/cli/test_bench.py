@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hindsight.bench.cells import BLOCKED, DONE, FAILED, CellRecord, Diagnose, Evaluate, Train
+from hindsight.bench.cells import BLOCKED, DONE, FAILED, CellRecord, Diagnose, Evaluate, Metrics, ReadoutError, Train
 from hindsight.bench.page import render_page
 from hindsight.bench.plan import FULL, QUICK, Target, build_plan, yaml_text
 from hindsight.bench.published import ECHO_MAIN, TIDE_AUV
@@ -229,6 +229,17 @@ def test_a_failed_cell_is_recorded_the_others_go_on_and_its_users_are_blocked(tm
     retry = FakeHindsight()
     outcome = run_bench(plan, chosen, retry, say=lambda line: None)
     assert outcome.ok and "sg-start" in outcome.done and "sg-attempts" in outcome.earlier
+
+
+def test_a_metrics_readout_refuses_a_log_with_a_broken_line(tmp_path):
+    rows = [{"step": 1, "timing/update_s": 2.0}, {"step": 2, "timing/update_s": 4.0}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    readout = Metrics(tmp_path, ("timing/update_s",))
+    assert readout.read() == {"timing/update_s": 3.0}
+    with (tmp_path / "metrics.jsonl").open("a") as log:
+        log.write('{"step": 3, "timing/upd\n[1]\n')
+    with pytest.raises(ReadoutError, match=r"metrics\.jsonl:3: invalid JSON: .* \(and 1 more\)$"):
+        readout.read()
 
 
 def test_two_jobs_run_on_their_own_cores_the_longest_chain_first(tmp_path):

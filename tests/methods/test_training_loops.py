@@ -108,6 +108,31 @@ def test_sft_refuses_advice_demos_it_cannot_use(tmp_path, capsys):
     assert code == 2 and "does not exist" in capsys.readouterr().err
 
 
+def test_a_training_input_with_a_broken_line_is_refused_with_its_place(tmp_path, capsys):
+    from hindsight.cli.main import main
+    from hindsight.methods.supervised import training_trajectories
+
+    run_dir = RunDir(tmp_path / "attempts")
+    with run_dir.trajectory_writer("eval", env="frozenlake", split="train") as writer:
+        for seed in range(3):
+            writer.write_trajectory(frozenlake_attempt(lambda t, oracle: oracle, seed=seed, size=3))
+    log = run_dir.path / "trajectories" / "eval.jsonl"
+    assert len(training_trajectories(log, "demos")) == 3
+    lines = log.read_text().splitlines()
+    lines[2] = lines[2][: len(lines[2]) // 2]  # the second trajectory, cut short as by a crash
+    log.write_text("\n".join([*lines, "{not json"]) + "\n")
+    with pytest.raises(ConfigError) as info:
+        training_trajectories(run_dir.path, "assessment_demos")
+    assert str(info.value).startswith(f"assessment_demos: {log}:3: invalid JSON: the line ends inside its JSON value")
+    assert "(and 1 more); fix or remove the broken lines" in str(info.value)
+    with pytest.raises(ConfigError, match=r"^attempts: '\S*absent' does not exist \(a run directory or \.jsonl file\)$"):
+        training_trajectories(tmp_path / "absent", "attempts")
+    # From the command line: one line that names the option, the file and the line, before any model loads.
+    code = main(["train", "sft", "--set", f"demos={log}", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"demos: {log}:3: " in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_sft_resume_from_a_mid_run_checkpoint_matches_an_uninterrupted_run(tiny_model_dir, tmp_path):
     import shutil
 

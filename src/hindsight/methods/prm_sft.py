@@ -31,12 +31,11 @@ from typing import Any, Sequence
 from hindsight.agent.prm import JudgePRM, OraclePRM, StepQuery
 from hindsight.agent.replay import replay_to
 from hindsight.configs import option
-from hindsight.logs import read_trajectories
 from hindsight.methods.basics import SupervisedBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun
 from hindsight.methods.model_setup import load_latest, load_trainable
 from hindsight.methods.registry import training_method
-from hindsight.methods.supervised import fit_supervised, policy_attempts, warm_start_attempts
+from hindsight.methods.supervised import fit_supervised, policy_attempts, training_trajectories, warm_start_attempts
 from hindsight.roles import RoleBackend
 from hindsight.train.distributed import single_process
 from hindsight.train.model import TrainableModel
@@ -169,7 +168,7 @@ def prm_evaluator(config: PRMSFTConfig, run: TrainingRun, model: TrainableModel,
 
     def evaluate(split: str, episodes: int, name: str, prefix: str) -> tuple[dict[str, float], dict[str, Any]]:
         if config.eval_attempts:
-            held_out = [t for t in read_trajectories(config.eval_attempts) if t.env == config.env]
+            held_out = [t for t in training_trajectories(config.eval_attempts, "eval_attempts") if t.env == config.env]
         else:
             model.activate("policy")
             held_out = policy_attempts(config, model, split, episodes, config.samples_per_task, config.temperature,

@@ -47,7 +47,7 @@ from hindsight.methods.lifecycle import Evaluator, TrainingRun
 from hindsight.methods.model_setup import load_latest, load_trainable
 from hindsight.methods.progress import TrainingProgress
 from hindsight.methods.registry import training_method
-from hindsight.methods.supervised import fit_supervised
+from hindsight.methods.supervised import fit_supervised, training_trajectories
 from hindsight.train.checkpoint import list_checkpoints
 from hindsight.train.distributed import single_process
 from hindsight.train.model import TrainableModel
@@ -130,7 +130,7 @@ def collect_demonstrations(config: SFTConfig) -> Collection:
     from hindsight.llm import load_model
 
     if Path(config.demos).exists():
-        return Collection([t for t in read_trajectories(config.demos) if t.success])
+        return Collection([t for t in training_trajectories(config.demos, "demos") if t.success])
     env = make(config.env, **config.env_kwargs)
     seeds = env.split_seeds("train", config.demo_episodes)
     # The demonstrator only acts; self-assessments, if any, are the oracle's (added after).
@@ -147,11 +147,9 @@ def advice_demonstrations(config: SFTConfig) -> Collection:
     from hindsight.envs import make
     from hindsight.llm import load_model
 
-    if not Path(config.advice_demos).exists():
-        raise ConfigError(f"advice_demos: {config.advice_demos!r} does not exist (a run directory or .jsonl file)")
     # A log records every option of its environment, defaults included: compare like with like.
     options = dict(make(config.env, **config.env_kwargs).config)
-    failed = [t for t in read_trajectories(config.advice_demos)
+    failed = [t for t in training_trajectories(config.advice_demos, "advice_demos")
               if t.env == config.env and t.env_kwargs == options and not t.success]
     if not failed:
         raise ConfigError(f"advice_demos: no failed {config.env} attempt with the options {options} in "
@@ -180,7 +178,8 @@ def assessment_evaluator(config: SFTConfig, run: TrainingRun, model: TrainableMo
         raise ConfigError(f"assessment_eval: {config.assessment_eval!r} does not exist (a run directory or .jsonl file)")
 
     def evaluate(split: str, episodes: int, name: str, prefix: str) -> tuple[dict[str, float], dict[str, Any]]:
-        held_out = [t for t in read_trajectories(config.assessment_eval) if t.env == config.env][:episodes]
+        held_out = [t for t in training_trajectories(config.assessment_eval, "assessment_eval")
+                    if t.env == config.env][:episodes]
         steps = logged_steps_to_judge(held_out, assessor)
         if not steps:
             raise ConfigError(f"assessment_eval: no {config.env} step to judge in {config.assessment_eval!r}")
@@ -252,7 +251,8 @@ def train_sft(config: SFTConfig, out: str | Path, *, resume: bool = False) -> Pa
         if config.assessment_demos:
             taught = {t.id for t in demos}  # a demonstration given as both is taught once
             assessed += [with_oracle_assessments(t, rollout.pre_action)
-                         for t in read_trajectories(config.assessment_demos) if t.env == config.env and t.id not in taught]
+                         for t in training_trajectories(config.assessment_demos, "assessment_demos")
+                         if t.env == config.env and t.id not in taught]
         notes = [s for t in assessed for s in assessment_sequences(t, tokenizer, rollout.pre_action)]
         labels = [None if step.index == 0 else Label(step.assessment.label)
                   for t in assessed for step in t.steps if step.assessment is not None]

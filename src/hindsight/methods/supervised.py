@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import random
 import time
+from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import torch
 
 from hindsight.agent.engine import RolloutEngine, Task
-from hindsight.logs import read_trajectories
+from hindsight.configs import ConfigError
+from hindsight.logs import LogIssue, read_trajectories
 from hindsight.methods.basics import Schedule, SupervisedBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun
 from hindsight.methods.model_setup import make_optimizer
@@ -20,6 +22,25 @@ from hindsight.train.model import TrainableModel, distinct_tokens
 from hindsight.train.sequences import TrainingSequence
 from hindsight.train.update import sft_loss
 from hindsight.types import SamplingParams, Trajectory
+
+
+def training_trajectories(path: str | Path, option: str) -> list[Trajectory]:
+    """The trajectories of a run directory or .jsonl file that a method learns from or is judged on,
+    named by the config option `option` in errors.
+
+    The reader's other callers skip a broken line and say so; here a skipped line would quietly
+    shrink a training set, so a missing path or any broken line is a `ConfigError` that names the
+    file, the first bad line and how many there are.
+    """
+    if not Path(path).exists():
+        raise ConfigError(f"{option}: {str(path)!r} does not exist (a run directory or .jsonl file)")
+    issues: list[LogIssue] = []
+    trajectories = list(read_trajectories(path, issues.append))
+    if issues:
+        more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
+        raise ConfigError(f"{option}: {issues[0]}{more}; fix or remove the broken line"
+                          + ("s" if more else "") + " and run again")
+    return trajectories
 
 
 def batch_order(count: int, batch_size: int, epochs: int, seed: int) -> list[list[int]]:
@@ -113,14 +134,14 @@ def warm_start_attempts(
     saved_as: Callable[[Trajectory], Trajectory] = lambda attempt: attempt,
 ) -> tuple[list[Trajectory], list[Trajectory]]:
     """The attempts a critic's or a PRM's warm start learns from, and those it keeps: `logged`
-    trajectories of `env_id` (a run directory or .jsonl file) or the policy's fresh ones on train
+    trajectories of `env_id` (the config's `attempts`: a run directory or .jsonl file) or the policy's fresh ones on train
     tasks, filtered by `keep` and saved (as `saved_as` writes them) in the run's attempts.jsonl. A
     resumed run reads back the attempts it saved, not a fresh sample."""
     if resume and list_checkpoints(run.path):
         kept = list(read_trajectories(run.dir.trajectories_dir / "attempts.jsonl"))
         return kept, kept
     if logged:
-        attempts = [t for t in read_trajectories(logged) if t.env == env_id]
+        attempts = [t for t in training_trajectories(logged, "attempts") if t.env == env_id]
     else:
         attempts = policy_attempts(run.config, model, "train", episodes, samples, temperature, run.config.seed)
     kept = keep(attempts)
