@@ -7,7 +7,7 @@ import json
 import torch
 
 from hindsight.logs import RunDir
-from hindsight.logs.machine import Machine, machine
+from hindsight.logs.machine import Machine, kernel_change, machine
 
 AVX2_BOX = """processor\t: 0
 model name\t: AMD EPYC
@@ -56,3 +56,15 @@ def test_every_summary_names_its_machine_unless_the_caller_did(tmp_path):
     assert summary["machine"]["torch"] == torch.__version__
     given = {"cpu": "elsewhere"}
     assert json.loads(run.write_summary({"machine": given}).read_text())["machine"] == given
+
+
+def test_a_change_of_kernels_since_a_checkpoint_is_named_with_how_to_undo_it():
+    then = Machine("AMD EPYC", "avx2", "2.13.0", "AVX2", "")
+    same_kernels = Machine("Intel Xeon", "avx512f", "2.13.0", "AVX2", "")  # another CPU held to AVX2
+    assert kernel_change(vars(then), same_kernels) is None
+    assert kernel_change({}, same_kernels) is None  # a checkpoint that recorded no machine
+    change = kernel_change(vars(then), Machine("AMD EPYC", "avx512f", "2.13.0", "AVX512", ""))
+    assert change.startswith("the checkpoint was written with other kernels (torch_cpu_capability AVX2 -> AVX512)")
+    assert "ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2" in change and "\n" not in change
+    moved = kernel_change(vars(then), Machine("AMD EPYC", "avx2", "2.14.0", "AVX2", "NVIDIA H200"))
+    assert "(torch 2.13.0 -> 2.14.0, accelerator none -> NVIDIA H200)" in moved and "ATEN" not in moved

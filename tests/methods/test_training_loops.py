@@ -213,7 +213,7 @@ def test_shared_tokens_false_pushes_every_token_in_training_and_sampling(tiny_mo
         assert redundancy[False][0] > redundancy[True][0] >= 1.0
 
 
-def test_grpo_resume_after_sigkill_matches_an_uninterrupted_run(tiny_model_dir, tmp_path):
+def test_grpo_resume_after_sigkill_matches_an_uninterrupted_run(tiny_model_dir, tmp_path, monkeypatch, capsys):
     config = grpo_config(tiny_model_dir)
     straight = train_grpo(config, tmp_path / "straight")
 
@@ -233,7 +233,20 @@ def test_grpo_resume_after_sigkill_matches_an_uninterrupted_run(tiny_model_dir, 
     process.wait()
     assert [c.step for c in list_checkpoints(crashed)][-1] < config.updates
 
+    # Each checkpoint names its machine; a resume where the kernels differ says so and goes on.
+    saved = torch.load(list_checkpoints(crashed)[-1].path / "state.pt", weights_only=False)["state"]["machine"]
+    assert saved["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    from hindsight.logs.machine import Machine
+    from hindsight.methods import lifecycle
+
+    monkeypatch.setattr(lifecycle, "machine", lambda: Machine(**{**saved, "torch_cpu_capability": "ELSEWHERE"}))
     train_grpo(None, crashed, resume=True)
+    note = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hindsight: note:")]
+    assert note == [f"hindsight: note: the checkpoint was written with other kernels (torch_cpu_capability "
+                    f"{saved['torch_cpu_capability']} -> ELSEWHERE): the run goes on, but its updates will not "
+                    "repeat an uninterrupted run's bit for bit" + ("; to compute as the checkpoint did, set "
+                    "ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 "
+                    "(docs/training.md)" if saved["torch_cpu_capability"] == "AVX2" else "")]
     assert comparable(read_metrics(crashed)) == comparable(read_metrics(straight))
     a = torch.load(list_checkpoints(straight)[-1].path / "model" / "weights.pt")
     b = torch.load(list_checkpoints(crashed)[-1].path / "model" / "weights.pt")

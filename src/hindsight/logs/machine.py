@@ -15,6 +15,7 @@ import platform
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 #: The vector extensions that decide which CPU kernels run, widest first.
 _VECTOR_FLAGS = ("avx512f", "avx2", "avx", "asimd", "neon")
@@ -59,3 +60,27 @@ def machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> Machine:
             accelerator = str(torch.cuda.get_device_name(0))
     return Machine(cpu=model or platform.machine(), vector=vector, torch=version,
                    torch_cpu_capability=capability, accelerator=accelerator)
+
+
+#: What decides which kernels a resumed run computes with, as `Machine` names them.
+_KERNEL_FIELDS = ("torch", "torch_cpu_capability", "accelerator")
+
+
+def kernel_change(then: Mapping[str, Any], now: Machine) -> str | None:
+    """What differs between the kernels a checkpoint was written with (`then`, a `Machine` as a
+    mapping; empty for a checkpoint that did not record one) and this process's, in one sentence;
+    None where nothing that decides the floats differs or `then` does not say.
+
+    A resumed run still goes on: only its bit-for-bit match with an uninterrupted run is lost.
+    """
+    changed = [f"{name} {then[name] or 'none'} -> {getattr(now, name) or 'none'}" for name in _KERNEL_FIELDS
+               if name in then and then[name] != getattr(now, name)]
+    if not changed:
+        return None
+    hint = ""
+    if "torch_cpu_capability" in then and then["torch_cpu_capability"] != now.torch_cpu_capability \
+            and str(then["torch_cpu_capability"]).upper() == "AVX2":
+        hint = ("; to compute as the checkpoint did, set ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 "
+                "MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 (docs/training.md)")
+    return (f"the checkpoint was written with other kernels ({', '.join(changed)}): the run goes on, but its "
+            f"updates will not repeat an uninterrupted run's bit for bit{hint}")

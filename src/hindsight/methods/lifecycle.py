@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -44,6 +45,7 @@ from hindsight.agent.evaluate import EvalSummary, evaluate_policy, keep_finished
 from hindsight.configs import ConfigError, from_mapping
 from hindsight.diagnostics.health import HealthConfig, HealthReport, assess
 from hindsight.logs import RunDir, read_trajectories
+from hindsight.logs.machine import kernel_change, machine
 from hindsight.logs.reader import METRICS_FILE, final_evaluation_log, iter_json_lines
 from hindsight.logs.writer import rewrite_jsonl
 from hindsight.methods.basics import EvalSettings, Schedule, TrainingBasics
@@ -123,6 +125,9 @@ class TrainingRun(Generic[C]):
         if self.resuming:
             checkpoints = list_checkpoints(self.path)
             state = load_checkpoint(checkpoints[-1], model, optimizers, schedulers) if checkpoints else {"step": -1}
+            change = kernel_change(state.get("machine", {}), machine())
+            if change and self.main:
+                print(f"hindsight: note: {change}", file=sys.stderr, flush=True)
             if self.main:
                 drop_records_after(self.path / METRICS_FILE, state["step"], "step")
                 for name in logs:
@@ -227,7 +232,7 @@ class TrainingRun(Generic[C]):
         self._last_step = step
         if self.main and (step % schedule.checkpoint_every == 0 or step == self._total or self.collapse is not None):
             save_checkpoint(self.path, step, self._model, self._optimizers, self._schedulers,
-                            {"env_steps": self.env_steps}, keep=schedule.keep_checkpoints)
+                            {"env_steps": self.env_steps, "machine": asdict(machine())}, keep=schedule.keep_checkpoints)
         if self._progress is not None:
             self._progress.advance(info)
 
