@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from hindsight.bench.published import PublishedTable
-from hindsight.logs import LogIssue, read_metrics
+from hindsight.logs import LogIssue, describe_issues, read_metrics
 from hindsight.logs.reader import METRICS_FILE, is_training_run
 
 #: Names of the JSON files the bench reads and writes.
@@ -185,7 +185,7 @@ class Metrics:
         rows = read_metrics(self.run, broken.append)
         if broken:
             # The mean or sum of the rows that could be read would be a number of another run.
-            raise ReadoutError(f"{broken[0]}" + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
+            raise ReadoutError(describe_issues(broken))
         values = {}
         for name in self.names:
             seen = [float(row[name]) for row in rows if row.get(name) is not None]

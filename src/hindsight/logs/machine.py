@@ -73,14 +73,13 @@ def kernel_change(then: Mapping[str, Any], now: Machine) -> str | None:
 
     A resumed run still goes on: only its bit-for-bit match with an uninterrupted run is lost.
     """
-    changed = [f"{name} {then[name] or 'none'} -> {getattr(now, name) or 'none'}" for name in _KERNEL_FIELDS
-               if name in then and then[name] != getattr(now, name)]
+    changed = {name: then[name] for name in _KERNEL_FIELDS if name in then and then[name] != getattr(now, name)}
     if not changed:
         return None
+    what = ", ".join(f"{name} {was or 'none'} -> {getattr(now, name) or 'none'}" for name, was in changed.items())
     hint = ""
-    if "torch_cpu_capability" in then and then["torch_cpu_capability"] != now.torch_cpu_capability \
-            and str(then["torch_cpu_capability"]).upper() == "AVX2":
+    if str(changed.get("torch_cpu_capability", "")).upper() == "AVX2":
         hint = ("; to compute as the checkpoint did, set ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 "
                 "MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 (docs/training.md)")
-    return (f"the checkpoint was written with other kernels ({', '.join(changed)}): the run goes on, but its "
+    return (f"the checkpoint was written with other kernels ({what}): the run goes on, but its "
             f"updates will not repeat an uninterrupted run's bit for bit{hint}")

@@ -33,6 +33,11 @@ class LogIssue:
 IssueHandler = Callable[[LogIssue], None]
 
 
+def describe_issues(issues: list[LogIssue]) -> str:
+    """The first of some skipped lines, and how many more there are: where one line must stand for all."""
+    return f"{issues[0]}" + (f" (and {len(issues) - 1} more)" if len(issues) > 1 else "")
+
+
 def final_evaluation_log(split: str) -> str:
     """The name, under `trajectories/` and without its suffix, of a training run's final
     evaluation on `split` (what the run lifecycle writes)."""

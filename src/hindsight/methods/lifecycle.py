@@ -104,6 +104,7 @@ class TrainingRun(Generic[C]):
         self._health = HealthConfig()
         self.collapse: HealthReport | None = None  # the alarm that ended the run (stop_on_collapse)
         self._last_step = 0
+        self._machine = machine()  # what each checkpoint records; it does not change within a process
 
     @property
     def path(self) -> Path:
@@ -125,7 +126,7 @@ class TrainingRun(Generic[C]):
         if self.resuming:
             checkpoints = list_checkpoints(self.path)
             state = load_checkpoint(checkpoints[-1], model, optimizers, schedulers) if checkpoints else {"step": -1}
-            change = kernel_change(state.get("machine", {}), machine())
+            change = kernel_change(state.get("machine", {}), self._machine)
             if change and self.main:
                 print(f"hindsight: note: {change}", file=sys.stderr, flush=True)
             if self.main:
@@ -232,7 +233,7 @@ class TrainingRun(Generic[C]):
         self._last_step = step
         if self.main and (step % schedule.checkpoint_every == 0 or step == self._total or self.collapse is not None):
             save_checkpoint(self.path, step, self._model, self._optimizers, self._schedulers,
-                            {"env_steps": self.env_steps, "machine": asdict(machine())}, keep=schedule.keep_checkpoints)
+                            {"env_steps": self.env_steps, "machine": asdict(self._machine)}, keep=schedule.keep_checkpoints)
         if self._progress is not None:
             self._progress.advance(info)
 

@@ -12,7 +12,7 @@ import torch
 
 from hindsight.agent.engine import RolloutEngine, Task
 from hindsight.configs import ConfigError
-from hindsight.logs import LogIssue, read_trajectories
+from hindsight.logs import LogIssue, describe_issues, read_trajectories
 from hindsight.methods.basics import Schedule, SupervisedBasics
 from hindsight.methods.lifecycle import Evaluator, TrainingRun
 from hindsight.methods.model_setup import make_optimizer
@@ -37,9 +37,8 @@ def training_trajectories(path: str | Path, option: str) -> list[Trajectory]:
     issues: list[LogIssue] = []
     trajectories = list(read_trajectories(path, issues.append))
     if issues:
-        more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
-        raise ConfigError(f"{option}: {issues[0]}{more}; fix or remove the broken line"
-                          + ("s" if more else "") + " and run again")
+        raise ConfigError(f"{option}: {describe_issues(issues)}; fix or remove the broken line"
+                          + ("s" if len(issues) > 1 else "") + " and run again")
     return trajectories
 
 
